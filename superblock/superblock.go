@@ -15,7 +15,8 @@ import (
 // Magic is MD_SB_MAGIC, shared by 0.90 and 1.x superblocks.
 const Magic = 0xa92b4efc
 
-// Size of the fixed part of the v1 superblock, before dev_roles.
+// HeaderSize is the size of the fixed part of the v1 superblock, before
+// dev_roles.
 const HeaderSize = 256
 
 // MaxDevs is the largest max_dev the kernel accepts: (4096-256)/2.
@@ -24,46 +25,54 @@ const MaxDevs = (4096 - HeaderSize) / 2
 // AreaSize is the space reserved for a v1 superblock (4 KiB).
 const AreaSize = 4096
 
-// Role values stored in dev_roles.
+// Role values stored in dev_roles. Any other value is an active slot
+// number; the kernel treats a device as active (not spare) when its role
+// is below RoleMax.
 const (
-	RoleSpare   = 0xffff
-	RoleFaulty  = 0xfffe
-	RoleJournal = 0xfffd
-	RoleMax     = 0xff00 // MD_DISK_ROLE_MAX: largest active slot value
+	RoleSpare   = 0xffff // MD_DISK_ROLE_SPARE
+	RoleFaulty  = 0xfffe // MD_DISK_ROLE_FAULTY
+	RoleJournal = 0xfffd // MD_DISK_ROLE_JOURNAL: raid4/5/6 write journal
+	RoleMax     = 0xff00 // MD_DISK_ROLE_MAX: roles below this are active slots
 )
 
 // MaxSector is the resync_offset value meaning "clean / fully in sync".
 const MaxSector = ^uint64(0)
 
-// Feature bits (feature_map).
+// Feature bits (feature_map), MD_FEATURE_* in md_p.h.
 const (
-	FeatureBitmapOffset     = 1 << 0
-	FeatureRecoveryOffset   = 1 << 1
-	FeatureReshapeActive    = 1 << 2
-	FeatureBadBlocks        = 1 << 3
-	FeatureReplacement      = 1 << 4
-	FeatureReshapeBackwards = 1 << 5
-	FeatureNewOffset        = 1 << 6
-	FeatureRecoveryBitmap   = 1 << 7
-	FeatureClustered        = 1 << 8
-	FeatureJournal          = 1 << 9
-	FeaturePPL              = 1 << 10
-	FeatureMultiplePPLs     = 1 << 11
-	FeatureRAID0Layout      = 1 << 12
+	FeatureBitmapOffset     = 1 << 0  // bitmap_offset is valid (internal bitmap)
+	FeatureRecoveryOffset   = 1 << 1  // recovery_offset is valid (partly rebuilt)
+	FeatureReshapeActive    = 1 << 2  // reshape fields are valid
+	FeatureBadBlocks        = 1 << 3  // the bad-block log is not empty
+	FeatureReplacement      = 1 << 4  // this device replaces the active one with its role
+	FeatureReshapeBackwards = 1 << 5  // reshape runs backwards, disk count unchanged
+	FeatureNewOffset        = 1 << 6  // new_offset is valid
+	FeatureRecoveryBitmap   = 1 << 7  // recovery is guided by the bitmap
+	FeatureClustered        = 1 << 8  // md-cluster
+	FeatureJournal          = 1 << 9  // raid4/5/6 write journal
+	FeaturePPL              = 1 << 10 // partial parity log (raid5)
+	FeatureMultiplePPLs     = 1 << 11 // multiple partial parity logs
+	FeatureRAID0Layout      = 1 << 12 // layout is meaningful for raid0
 	FeatureAll              = 1<<13 - 1 // every bit the kernel knows (MD_FEATURE_ALL)
 )
 
 // Device flags (devflags).
 const (
-	DevFlagWriteMostly = 1 << 0
-	DevFlagFailFast    = 1 << 1
+	DevFlagWriteMostly = 1 << 0 // WriteMostly1
+	DevFlagFailFast    = 1 << 1 // FailFast1
 )
 
-// Levels.
+// Levels as stored in the level field (signed).
 const (
 	LevelLinear    = -1
 	LevelMultipath = -4
 	LevelFaulty    = -5
+	LevelRAID0     = 0
+	LevelRAID1     = 1
+	LevelRAID4     = 4
+	LevelRAID5     = 5
+	LevelRAID6     = 6
+	LevelRAID10    = 10
 )
 
 // ErrBadMagic is returned when the buffer does not start with MD_SB_MAGIC.
@@ -74,15 +83,24 @@ var ErrShort = errors.New("superblock: buffer too short")
 
 // FormatError describes a damaged or unacceptable field, with its byte offset
 // inside the superblock.
+//
+// Err, when set, is the sentinel (ErrChecksum, ErrVersion, ...) naming the
+// rule that was broken, so that errors.Is(err, ErrChecksum) works on a
+// single FormatError and on the errors.Join of several.
 type FormatError struct {
 	Offset int64  // byte offset of the field within the superblock
 	Field  string // C field name, e.g. "sb_csum"
 	Msg    string
+	Err    error // rule sentinel, may be nil
 }
 
+// Error formats the error as "superblock: FIELD at offset 0xOFF: MSG".
 func (e *FormatError) Error() string {
 	return fmt.Sprintf("superblock: %s at offset 0x%x: %s", e.Field, e.Offset, e.Msg)
 }
+
+// Unwrap returns the rule sentinel, for errors.Is.
+func (e *FormatError) Unwrap() error { return e.Err }
 
 // Time is the v1.x ctime/utime encoding: low 40 bits seconds since the
 // epoch, high 24 bits microseconds (mdadm writes 0 there).
@@ -183,14 +201,19 @@ func (sb *Superblock) WriteSize() int { return (sb.EncodedSize() + 511) &^ 511 }
 
 var le = binary.LittleEndian
 
-// Marshal encodes the superblock into WriteSize() bytes. Roles beyond
+// Marshal encodes the superblock into WriteSize() bytes, but never more
+// than AreaSize (a max_dev beyond MaxDevs, possible on a damaged superblock
+// returned by Parse, cannot make it allocate gigabytes). Roles beyond
 // len(DevRoles) up to the end of the buffer are written as 0xffff, as mdadm
-// does. The checksum field is written from sb.Checksum; call UpdateChecksum
-// first (or use MarshalWithChecksum) to store a correct one.
+// does. The checksum field is written from sb.Checksum as it is; use
+// MarshalWithChecksum to store a correct one.
 func (sb *Superblock) Marshal() []byte {
 	n := sb.WriteSize()
 	if n < HeaderSize {
 		n = HeaderSize
+	}
+	if n > AreaSize {
+		n = AreaSize
 	}
 	b := make([]byte, n)
 	sb.put(b)
