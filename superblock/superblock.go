@@ -40,19 +40,19 @@ const MaxSector = ^uint64(0)
 
 // Feature bits (feature_map), MD_FEATURE_* in md_p.h.
 const (
-	FeatureBitmapOffset     = 1 << 0  // bitmap_offset is valid (internal bitmap)
-	FeatureRecoveryOffset   = 1 << 1  // recovery_offset is valid (partly rebuilt)
-	FeatureReshapeActive    = 1 << 2  // reshape fields are valid
-	FeatureBadBlocks        = 1 << 3  // the bad-block log is not empty
-	FeatureReplacement      = 1 << 4  // this device replaces the active one with its role
-	FeatureReshapeBackwards = 1 << 5  // reshape runs backwards, disk count unchanged
-	FeatureNewOffset        = 1 << 6  // new_offset is valid
-	FeatureRecoveryBitmap   = 1 << 7  // recovery is guided by the bitmap
-	FeatureClustered        = 1 << 8  // md-cluster
-	FeatureJournal          = 1 << 9  // raid4/5/6 write journal
-	FeaturePPL              = 1 << 10 // partial parity log (raid5)
-	FeatureMultiplePPLs     = 1 << 11 // multiple partial parity logs
-	FeatureRAID0Layout      = 1 << 12 // layout is meaningful for raid0
+	FeatureBitmapOffset     = 1 << 0    // bitmap_offset is valid (internal bitmap)
+	FeatureRecoveryOffset   = 1 << 1    // recovery_offset is valid (partly rebuilt)
+	FeatureReshapeActive    = 1 << 2    // reshape fields are valid
+	FeatureBadBlocks        = 1 << 3    // the bad-block log is not empty
+	FeatureReplacement      = 1 << 4    // this device replaces the active one with its role
+	FeatureReshapeBackwards = 1 << 5    // reshape runs backwards, disk count unchanged
+	FeatureNewOffset        = 1 << 6    // new_offset is valid
+	FeatureRecoveryBitmap   = 1 << 7    // recovery is guided by the bitmap
+	FeatureClustered        = 1 << 8    // md-cluster
+	FeatureJournal          = 1 << 9    // raid4/5/6 write journal
+	FeaturePPL              = 1 << 10   // partial parity log (raid5)
+	FeatureMultiplePPLs     = 1 << 11   // multiple partial parity logs
+	FeatureRAID0Layout      = 1 << 12   // layout is meaningful for raid0
 	FeatureAll              = 1<<13 - 1 // every bit the kernel knows (MD_FEATURE_ALL)
 )
 
