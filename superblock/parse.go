@@ -136,7 +136,7 @@ func Parse(b []byte) (*Superblock, error) {
 			break
 		}
 	}
-	if sb.Minor() != 0 {
+	if sb.Minor() != 0 && sb.MaxDev <= MaxDevs {
 		end := sb.SuperOffset + uint64(sb.WriteSize()/512)
 		if sb.DataOffset < end {
 			bad(offDataOffset, "data_offset", ErrDataOffset, "%d is inside the superblock (ends at sector %d)", sb.DataOffset, end)
