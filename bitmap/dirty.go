@@ -160,11 +160,14 @@ func (t *DirtyTracker) Reset() {
 // becomes an extent. Where the device has an optimal I/O size io larger
 // than the logical block ([WriteGeometry.OptimalIO], independent of
 // g.Rule), the run is widened to io-aligned device offsets when the widened
-// extent stays inside its page and ends at or before the boundary; its end
-// is then clipped to the bitmap's end rounded up to the logical block, so
-// no extent ever covers bytes past that or past the boundary. Otherwise the
-// run is written at logical-block granularity. Overlapping or touching
-// extents are merged, also across pages.
+// extent stays inside its page; its end is then clipped to the bitmap's end
+// rounded up to the logical block. Otherwise the run is written at
+// logical-block granularity. So no extent covers bytes past the
+// lbs-rounded bitmap end, and none crosses the boundary (NewDirtyTracker
+// checked that the lbs-rounded bitmap ends before it). Unlike the kernel
+// (6.4+), which may write io_opt bytes past the bitmap's end on its last
+// page, SubPage never does. Overlapping or touching extents are merged,
+// also across pages.
 func (t *DirtyTracker) Flush(mode FlushMode, dst []Extent) ([]Extent, error) {
 	if t.n == 0 {
 		return dst, nil
@@ -216,11 +219,8 @@ func (t *DirtyTracker) subPage(dst []Extent, first int, pg uint64, m uint8) ([]E
 		if t.io != 0 {
 			as := (dev + s) / t.io * t.io
 			ae := roundUp(dev+e, t.io)
-			if as >= dev+base && ae <= dev+pageEnd && t.fits(ae-dev) {
-				s, e = as-dev, ae-dev
-				if e > t.valid {
-					e = t.valid
-				}
+			if as >= dev+base && ae <= dev+pageEnd {
+				s, e = as-dev, min(ae-dev, t.valid)
 			}
 		}
 		if !t.fits(e) {
