@@ -102,7 +102,7 @@ func TestHostMdadmExamineV1(t *testing.T) {
 			}
 			sbAt := int64(sb.SuperOffset) * 512
 			img := writeImage(t, size, map[int64][]byte{
-				sbAt: raw,
+				sbAt:                             raw,
 				sbAt + int64(sb.BBLogOffset)*512: bbl,
 			})
 			m, out := examine(t, mdadm, "--examine", img)
