@@ -72,7 +72,7 @@ func NewDirtyTracker(g WriteGeometry) (*DirtyTracker, error) {
 		valid: roundUp(g.StorageBytes, uint64(g.LogicalBlock)),
 		mask:  make([]uint8, g.FilePages()),
 	}
-	if io := g.OptimalIO(); io > t.lbs {
+	if io := g.OptimalIO(); io > t.lbs && io%t.lbs == 0 {
 		t.io = io
 	}
 	if g.dataInBitmap() {
@@ -158,8 +158,8 @@ func (t *DirtyTracker) Reset() {
 //
 // SubPage: inside each changed page, each run of dirty logical blocks
 // becomes an extent. Where the device has an optimal I/O size io larger
-// than the logical block ([WriteGeometry.OptimalIO], independent of
-// g.Rule), the run is widened to io-aligned device offsets when the widened
+// than the logical block and a multiple of it ([WriteGeometry.OptimalIO],
+// independent of g.Rule), the run is widened to io-aligned device offsets when the widened
 // extent stays inside its page; its end is then clipped to the bitmap's end
 // rounded up to the logical block. Otherwise the run is written at
 // logical-block granularity. So no extent covers bytes past the
