@@ -1,0 +1,2022 @@
+package cmd
+
+// examine (mdadm --examine, -E): print the md superblock of member
+// devices, exactly as mdadm 4.2 prints it, or as JSON.
+
+import (
+	"bytes"
+	"crypto/sha1"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"mdtool/bitmap"
+	"mdtool/engine/member"
+	"mdtool/superblock"
+)
+
+const examineLong = `Print the md superblock of each DEVICE, as "mdadm --examine" (-E) does.
+
+DEVICE may be a block device or a plain image file. The text is identical
+to mdadm 4.2's: v1.0/1.1/1.2 superblocks (every optional line: internal
+bitmap, PPL, reshape, flags, recovery offset, unused space, bad-block log,
+checksum, layout, chunk, device role, array state), 0.90 superblocks, and an
+MBR partition table when the device holds nothing else. The array name is
+followed by "(local to host H)" when its host part is the homehost
+(--homehost, else HOMEHOST in mdadm.conf, else the system host name).
+
+A device without an md superblock gives "No md superblock detected on DEV."
+and exit status 1; the other devices are still examined.
+
+  --brief, -b     one ARRAY line per array, as for mdadm.conf (devices of the
+                  same array are grouped; "spares=N" on a second line when
+                  some members are spares). mdadm 4.2 ends the line with
+                  name=HOST:NAME; mdadm 4.3 and later no longer print name=.
+  --scan, -s      like --brief; without DEVICE arguments, examine the devices
+                  named by the DEVICE lines of mdadm.conf (default "DEVICE
+                  partitions": every device in /proc/partitions). Devices
+                  that cannot be opened or hold no superblock are skipped
+                  silently. With --verbose the ARRAY line carries level= and
+                  num-devices=, and a second line lists devices=.
+  --export, -Y    KEY=VALUE lines for udev (MD_LEVEL, MD_DEVICES, MD_NAME,
+                  MD_ARRAY_SIZE, MD_UUID, MD_UPDATE_TIME, MD_DEV_UUID,
+                  MD_EVENTS), as mdadm --examine --export.
+  --config, -c    mdadm.conf to read (default /etc/mdadm/mdadm.conf, else
+                  /etc/mdadm.conf; "partitions" and "none" as for mdadm).
+  --json          one JSON document (see below); mdadm has no such option.
+
+JSON output (--json) is an array with one object per device, in argument
+order. Sizes are given in sectors (512 bytes) and in bytes, under names
+that say so; times as RFC 3339 (UTC) and Unix seconds; UUIDs as mdadm
+prints them. Optional members are left out when mdadm would print no line
+for them. Common members:
+
+  device                 the path examined
+  metadata               "1.0", "1.1", "1.2", "0.90", "mbr", or "" (nothing)
+  error                  why the device could not be examined (then nothing else)
+  device_size_bytes, device_size_sectors
+  problems               list of {area, offset, field, message}: what the
+                         kernel or mdadm would object to (bad checksum,
+                         non-zero padding, ignored bitmap, ...); area is
+                         "superblock", "bitmap" or "bad_block_log", offset
+                         is the byte offset inside that area
+
+v1.x superblocks:
+
+  magic, feature_map (numbers), features (list of names: bitmap,
+  recovery_offset, reshape_active, bad_blocks, replacement,
+  reshape_backwards, new_offset, recovery_bitmap, clustered, journal, ppl,
+  multiple_ppls, raid0_layout, bitN for unknown bits)
+  array_uuid, device_uuid, name, name_host, name_local (bool), cluster_name
+  creation_time, creation_time_unix, update_time, update_time_unix
+  level (number), level_name, layout (number), layout_name,
+  chunk_sectors, chunk_bytes, raid_devices
+  avail_dev_size_sectors/_bytes (data_size), used_dev_size_sectors/_bytes
+  (size), array_size_kib/_bytes (levels above 0)
+  data_offset_sectors/_bytes, super_offset_sectors/_bytes,
+  new_offset_sectors, recovery_offset_sectors,
+  unused_space: {before_sectors, after_sectors}
+  state ("clean" or "active"), resync_offset_sectors (absent when clean)
+  bitmap_offset_sectors (signed, from the superblock)
+  ppl: {offset_sectors, size_sectors}
+  reshape: {position_sectors, position_bytes, delta_disks, new_level,
+  new_level_name, new_layout, new_layout_name, new_chunk_sectors,
+  new_chunk_bytes, backwards}
+  flags (list: write-mostly, failfast)
+  bad_block_log: {entries, offset_sectors, size_sectors, shift,
+  bad_blocks_present, bad_blocks: [{start_sector, sectors}]}
+  checksum: {stored, computed, correct}
+  events, dev_number, max_dev, cnt_corrected_read
+  device_role: {kind: active|spare|faulty|journal|replacement, slot}
+  array_state ("AA."), array_state_consistent (bool)
+  roles: [{dev_number, role: active|spare|faulty|journal|reserved, slot}]
+         (dev_roles up to the last entry that is not an unused spare)
+  bitmap: {offset_sectors, magic, version, uuid, events, events_cleared,
+  state, stale, chunk_bytes, daemon_sleep_seconds, write_behind,
+  sync_size_sectors, sync_size_bytes, bits, dirty, nodes, cluster_name}
+
+0.90 superblocks:
+
+  magic, version ("0.90.0"), uuid, name_local, creation_time(_unix),
+  update_time(_unix), level, level_name, layout, layout_name, chunk_bytes,
+  used_dev_size_kib/_bytes, array_size_kib/_bytes, raid_devices,
+  total_devices, preferred_minor, not_persistent, state, bitmap_present,
+  active_devices, working_devices, failed_devices, spare_devices, checksum,
+  events, reshape, this_disk and disks: [{slot, number, major, minor,
+  raid_disk, state: [faulty, active, sync, removed, write-mostly,
+  failfast, ...]}]
+
+MBR: mbr_magic, partitions: [{index, type, start_sector, sectors}].`
+
+// examineOptions are the examine flags.
+type examineOptions struct {
+	brief, scan, export, json, verbose bool
+	config                             string
+	homehost                           string
+	homehostGiven                      bool
+}
+
+func newExamineCmd(env *Env) *cobra.Command {
+	o := &examineOptions{}
+	c := &cobra.Command{
+		Use:     "examine [flags] DEVICE...",
+		Aliases: []string{"E"},
+		Short:   "Print the md superblock of member devices (mdadm --examine)",
+		Long:    examineLong,
+		RunE: func(c *cobra.Command, args []string) error {
+			o.verbose, _ = c.Flags().GetBool("verbose")
+			o.homehost, _ = c.Flags().GetString("homehost")
+			o.homehostGiven = flagChanged(c.Flags(), "homehost")
+			return runExamine(env, o, args)
+		},
+	}
+	fs := c.Flags()
+	fs.BoolVarP(&o.brief, "brief", "b", false, "print ARRAY lines for mdadm.conf")
+	fs.BoolVarP(&o.scan, "scan", "s", false, "like --brief; without devices, examine those of mdadm.conf's DEVICE lines")
+	fs.BoolVarP(&o.export, "export", "Y", false, "print KEY=VALUE lines (for udev)")
+	fs.BoolVar(&o.json, "json", false, "print one JSON document")
+	fs.StringVarP(&o.config, "config", "c", "", "mdadm.conf to read (default /etc/mdadm/mdadm.conf, then /etc/mdadm.conf)")
+	return c
+}
+
+// examineSetup loads mdadm.conf when mdadm would (for the homehost, or
+// for --scan without devices), prints its complaints and resolves the
+// homehost.
+func examineSetup(env *Env, config, homehost string, homehostGiven, needDevices bool) (*MdadmConf, string, error) {
+	var conf *MdadmConf
+	if !homehostGiven || needDevices {
+		var err error
+		conf, err = LoadMdadmConf(config)
+		if err != nil {
+			return nil, "", exitf(1, "%v", err)
+		}
+		for _, w := range conf.Warnings {
+			fmt.Fprintf(env.Stderr, "mdtool: %s\n", w)
+		}
+	}
+	return conf, ResolveHomeHost(homehost, homehostGiven, conf, env.Hostname), nil
+}
+
+// runExamine is mdadm's Examine() with mdadm.c's preparation.
+func runExamine(env *Env, o *examineOptions, devs []string) error {
+	if len(devs) == 0 && !o.scan {
+		return exitf(2, "No devices to examine")
+	}
+	conf, homehost, err := examineSetup(env, o.config, o.homehost, o.homehostGiven, len(devs) == 0)
+	if err != nil {
+		return err
+	}
+	if len(devs) == 0 {
+		devs = conf.DeviceList()
+		if len(devs) == 0 {
+			name := o.config
+			if name == "" {
+				name = DefaultMdadmConf
+			}
+			return exitf(1, "No devices listed in %s", name)
+		}
+	}
+	// "--scan implies --brief unless -vv" (mdadm.c); mdtool's --verbose
+	// is a single level.
+	brief := o.brief || o.scan
+	out := &bytes.Buffer{}
+	rv := 0
+	if o.json {
+		rv = examineJSONAll(env, out, devs, o.scan, homehost)
+		_, werr := env.Stdout.Write(out.Bytes())
+		if werr != nil {
+			return exitf(1, "write: %v", werr)
+		}
+		if rv != 0 {
+			return &ExitError{Code: rv}
+		}
+		return nil
+	}
+
+	type briefArray struct {
+		first  *probe
+		devs   []string
+		spares int
+	}
+	var arrays []*briefArray
+	for _, dev := range devs {
+		p, err := probeDevice(dev)
+		if err != nil {
+			if !o.scan {
+				fmt.Fprintf(env.Stderr, "mdtool: %s\n", err)
+				rv = 1
+			}
+			continue
+		}
+		if p.kind == kindNone {
+			p.close()
+			if !brief {
+				fmt.Fprintf(env.Stderr, "mdtool: No md superblock detected on %s.\n", dev)
+				rv = 1
+			}
+			continue
+		}
+		switch {
+		case brief && p.kind == kindMBR:
+			if !o.scan {
+				fmt.Fprintf(env.Stderr, "mdtool: No brief listing for mbr on %s\n", dev)
+			}
+		case brief:
+			var ap *briefArray
+			for _, a := range arrays {
+				if a.first.kind == p.kind && sameArray(a.first, p) {
+					ap = a
+					break
+				}
+			}
+			if ap == nil {
+				ap = &briefArray{first: p}
+				arrays = append(arrays, ap)
+			}
+			if !diskSync(p) {
+				ap.spares++
+			}
+			ap.devs = append(ap.devs, dev)
+		case o.export:
+			switch p.kind {
+			case kindV1:
+				writeExportV1(out, p.v1)
+			case kindV090:
+				writeExportV090(out, p.v0)
+			}
+		default:
+			fmt.Fprintf(out, "%s:\n", dev)
+			switch p.kind {
+			case kindV1:
+				writeExamineV1(out, p.v1, homehost)
+			case kindV090:
+				writeExamineV090(out, p.v0, homehost)
+			case kindMBR:
+				writeExamineMBR(out, p.mbr)
+			}
+		}
+		p.close()
+	}
+	// mdadm keeps its arrays in a list it prepends to: the array seen
+	// last is printed first.
+	for i := len(arrays) - 1; i >= 0; i-- {
+		ap := arrays[i]
+		switch ap.first.kind {
+		case kindV1:
+			writeBriefV1(out, ap.first.v1, o.verbose)
+		case kindV090:
+			writeBriefV090(out, ap.first.v0, o.verbose)
+		}
+		if ap.spares > 0 {
+			fmt.Fprintf(out, "   spares=%d", ap.spares)
+		}
+		if o.verbose {
+			out.WriteString("   devices")
+			sep := byte('=')
+			for _, d := range ap.devs {
+				out.WriteByte(sep)
+				out.WriteString(d)
+				sep = ','
+			}
+		}
+		if ap.spares > 0 || o.verbose {
+			out.WriteByte('\n')
+		}
+	}
+	if _, err := env.Stdout.Write(out.Bytes()); err != nil {
+		return exitf(1, "write: %v", err)
+	}
+	if rv != 0 {
+		return &ExitError{Code: rv}
+	}
+	return nil
+}
+
+// sameArray is compare_super == 0 for two probes of the same kind.
+func sameArray(a, b *probe) bool {
+	switch a.kind {
+	case kindV1:
+		return sameArrayV1(a.v1, b.v1)
+	case kindV090:
+		return sameArrayV090(a.v0, b.v0)
+	}
+	return false
+}
+
+// diskSync is getinfo_super's MD_DISK_SYNC bit for the device: a device
+// without it counts as a spare on the ARRAY line.
+func diskSync(p *probe) bool {
+	switch p.kind {
+	case kindV1:
+		return v1DiskSync(v1Fields{p.v1.mem})
+	case kindV090:
+		return p.v0.sb.ThisDisk.State&(1<<2) != 0
+	}
+	return true
+}
+
+// writeJSON writes v as indented JSON followed by a newline.
+func writeJSON(w io.Writer, v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	b = append(b, '\n')
+	_, err = w.Write(b)
+	return err
+}
+
+// Finding the metadata on a device the way mdadm 4.2's guess_super does,
+// for examine and examine-bitmap.
+
+// Metadata kinds a probe can find.
+const (
+	kindNone = ""
+	kindV1   = "1.x"
+	kindV090 = "0.90"
+	kindMBR  = "mbr"
+)
+
+// mdadm's in-memory layout behind a v1 superblock (super1.c): the 4 KiB
+// superblock, 512 bytes of bitmap superblock, then struct misc_dev_info
+// (the device size in sectors).
+const (
+	v1SBSize   = 4096
+	v1BMSize   = 512
+	v1MemBytes = v1SBSize + v1BMSize + 8
+)
+
+// probe is what guess_super found on one device.
+type probe struct {
+	path   string
+	m      *member.Member
+	size   uint64 // bytes
+	kind   string
+	v1     *v1Probe
+	v0     *v090Probe
+	mbr    []byte // 512 bytes, kind == kindMBR
+	closed bool
+}
+
+// v1Probe is a v1.x superblock as mdadm holds it after load_super1.
+type v1Probe struct {
+	loaded *member.V1
+	minor  int
+	// mem is the superblock, the bitmap superblock and the device size as
+	// mdadm has them in memory. mdadm clears the bitmap feature bit in
+	// memory when the bitmap superblock is unreadable or belongs to
+	// another array; mem holds that changed feature_map.
+	mem []byte
+	sb  *superblock.Superblock // decoded from mem
+	// bitmapDropped says why the bitmap feature bit was cleared ("" if
+	// it was not).
+	bitmapDropped string
+	devSectors    uint64
+}
+
+// raw returns the 4 KiB superblock area as mdadm holds it.
+func (v *v1Probe) raw() []byte { return v.mem[:v1SBSize] }
+
+// bsb returns the 512 bytes of bitmap superblock mdadm read (zero when
+// the device has no valid bitmap).
+func (v *v1Probe) bsb() []byte { return v.mem[v1SBSize : v1SBSize+v1BMSize] }
+
+// v090Probe is a 0.90 superblock as mdadm holds it after load_super0.
+type v090Probe struct {
+	sb  *superblock.SuperblockV090
+	raw []byte // 4096 bytes
+	// mem is the superblock followed by the 4 KiB after it (the bitmap
+	// superblock when present), as mdadm reads it; zero when not read.
+	mem []byte
+	err error // what Parse090 objected to
+	// bitmapDropped is set when MD_SB_BITMAP_PRESENT was set but the bitmap
+	// superblock is unreadable or foreign: mdadm clears the bit in memory.
+	bitmapDropped bool
+	offset        uint64 // byte offset of the superblock
+}
+
+// openError is a device that could not be opened at all (mdadm: "cannot
+// open DEV: ERR").
+type openError struct {
+	path string
+	err  error
+}
+
+func (e *openError) Error() string { return fmt.Sprintf("cannot open %s: %s", e.path, strerror(e.err)) }
+
+// probeDevice opens path and finds its metadata as guess_super does: a
+// 0.90 superblock, a v1.x superblock (the 1.0/1.1/1.2 candidate with the
+// latest ctime) and an MBR partition table are each tried; the one with
+// the latest creation time wins, earlier ones winning ties (0.90 before
+// 1.x before MBR, whose time is 0). mdadm also knows ddf and imsm
+// containers; mdtool does not look for them. A GPT disk carries a
+// protective MBR, which mdadm 4.2 always prefers, so GPT is not tried
+// either.
+//
+// It returns an *openError when the device cannot be opened; a device
+// whose size cannot be read, or that holds nothing, gives kind kindNone.
+// The caller must close the probe.
+func probeDevice(path string) (*probe, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, &openError{path, err}
+	}
+	f.Close()
+	p := &probe{path: path}
+	m, err := member.Open(path, member.ReadOnly)
+	if err != nil {
+		// Opened, but no size: mdadm's get_dev_size fails and every
+		// metadata handler gives up.
+		return p, nil
+	}
+	p.m = m
+	p.size = m.Geom.Size
+
+	type cand struct {
+		kind  string
+		ctime uint32
+	}
+	var cands []cand
+	if v0 := probeV090(m); v0 != nil {
+		p.v0 = v0
+		cands = append(cands, cand{kindV090, v0.sb.CTime})
+	}
+	if v1 := probeV1(m); v1 != nil {
+		p.v1 = v1
+		cands = append(cands, cand{kindV1, uint32(uint64(v1.sb.CTime))})
+	}
+	if mbr := probeMBR(m); mbr != nil {
+		p.mbr = mbr
+		cands = append(cands, cand{kindMBR, 0})
+	}
+	var best *cand
+	for i := range cands {
+		if best == nil || best.ctime < cands[i].ctime {
+			best = &cands[i]
+		}
+	}
+	if best != nil {
+		p.kind = best.kind
+	}
+	return p, nil
+}
+
+// close releases the device.
+func (p *probe) close() {
+	if p.m != nil && !p.closed {
+		p.m.Close()
+		p.closed = true
+	}
+}
+
+// probeV1 is load_super1 in guess mode, plus its bitmap check.
+func probeV1(m *member.Member) *v1Probe {
+	v, err := m.LoadV1(-1)
+	if err != nil || v == nil || v.SB == nil {
+		return nil
+	}
+	devSectors := m.Sectors()
+	mem := make([]byte, v1MemBytes)
+	copy(mem, v.Raw)
+	binary.LittleEndian.PutUint64(mem[v1SBSize+v1BMSize:], devSectors)
+	vp := &v1Probe{loaded: v, minor: v.Minor, mem: mem, devSectors: devSectors}
+	fm := binary.LittleEndian.Uint32(mem[0x08:])
+	if fm&superblock.FeatureBitmapOffset != 0 {
+		// locate_bitmap1 seeks to super_offset + bitmap_offset; a
+		// negative position makes lseek fail and the read happens where
+		// the superblock read left the file (4 KiB after it).
+		off := (int64(v.Offset) + int64(int32(binary.LittleEndian.Uint32(mem[0x60:])))) * 512
+		if off < 0 {
+			off = int64(v.Offset)*512 + v1SBSize
+		}
+		bsb := mem[v1SBSize : v1SBSize+v1BMSize]
+		n, _ := m.ReadAt(bsb, off)
+		switch {
+		case n != v1BMSize:
+			vp.bitmapDropped = fmt.Sprintf("bitmap superblock at byte %d cannot be read", off)
+		case binary.LittleEndian.Uint32(bsb) != bitmap.Magic:
+			vp.bitmapDropped = fmt.Sprintf("no bitmap magic at byte %d", off)
+		case string(bsb[8:24]) != string(mem[0x10:0x20]):
+			vp.bitmapDropped = fmt.Sprintf("the bitmap at byte %d belongs to another array (uuid %s)", off, uuidText([16]byte(bsb[8:24]), ':'))
+		}
+		if vp.bitmapDropped != "" {
+			clear(bsb)
+			binary.LittleEndian.PutUint32(mem[0x08:], fm&^superblock.FeatureBitmapOffset)
+		}
+	}
+	sb, _ := superblock.Parse(mem[:v1SBSize])
+	if sb == nil {
+		return nil
+	}
+	vp.sb = sb
+	return vp
+}
+
+// probeV090 is load_super0: a 0.90 superblock in this host's (little)
+// endianness with major_version 0. A byte-swapped superblock does not
+// count, as for mdadm without "-e 0.swap".
+func probeV090(m *member.Member) *v090Probe {
+	sb, raw, err := m.LoadV090()
+	if sb == nil || raw == nil || sb.BigEndian || sb.MajorVersion != 0 {
+		return nil
+	}
+	off := superblock.Offset090(m.Geom.Size)
+	v := &v090Probe{sb: sb, raw: raw, err: err, offset: off}
+	v.mem = make([]byte, 2*superblock.Size090)
+	copy(v.mem, raw)
+	if sb.State&superblock.SB090BitmapPresent != 0 {
+		bm := v.mem[superblock.Size090:]
+		n, _ := m.ReadAt(bm, int64(off)+superblock.Size090)
+		u := sb.UUID()
+		// mdadm compares the bitmap uuid with the four set_uuid words
+		// as they lie in memory (little-endian on x86).
+		var mine [16]byte
+		for i := 0; i < 4; i++ {
+			binary.LittleEndian.PutUint32(mine[4*i:], binary.BigEndian.Uint32(u[4*i:]))
+		}
+		if n != len(bm) || binary.LittleEndian.Uint32(bm) != bitmap.Magic || string(bm[8:24]) != string(mine[:]) {
+			v.bitmapDropped = true
+			sb.State &^= superblock.SB090BitmapPresent
+			binary.LittleEndian.PutUint32(v.mem[0x84:], sb.State)
+		}
+	}
+	return v
+}
+
+// probeMBR is load_super_mbr: the first 512 bytes, if they end in 0xAA55.
+func probeMBR(m *member.Member) []byte {
+	b := make([]byte, 512)
+	if n, _ := m.ReadAt(b, 0); n != 512 {
+		return nil
+	}
+	if binary.LittleEndian.Uint16(b[510:]) != 0xAA55 {
+		return nil
+	}
+	return b
+}
+
+// errNoSuperblock is examine's "No md superblock detected" condition.
+var errNoSuperblock = errors.New("no md superblock detected")
+
+// The text mdadm 4.2 prints for --examine, --examine --brief and
+// --examine --export, reproduced field by field (super1.c examine_super1,
+// brief_examine_super1, export_examine_super1, getinfo_super1; super0.c
+// examine_super0, brief_examine_super0, export_examine_super0;
+// super-mbr.c examine_mbr).
+
+// v1Fields gives typed access to the fields of the in-memory v1
+// superblock, reading mem the way mdadm's struct does (including the
+// dev_roles entries beyond 4 KiB, which run into the bitmap superblock).
+type v1Fields struct {
+	mem []byte
+}
+
+func (f v1Fields) u8(off int) uint8   { return f.mem[off] }
+func (f v1Fields) u16(off int) uint16 { return binary.LittleEndian.Uint16(f.mem[off:]) }
+func (f v1Fields) u32(off int) uint32 { return binary.LittleEndian.Uint32(f.mem[off:]) }
+func (f v1Fields) u64(off int) uint64 { return binary.LittleEndian.Uint64(f.mem[off:]) }
+
+func (f v1Fields) featureMap() uint32   { return f.u32(0x08) }
+func (f v1Fields) level() int32         { return int32(f.u32(0x48)) }
+func (f v1Fields) layout() uint32       { return f.u32(0x4C) }
+func (f v1Fields) size() uint64         { return f.u64(0x50) }
+func (f v1Fields) chunksize() uint32    { return f.u32(0x58) }
+func (f v1Fields) raidDisks() uint32    { return f.u32(0x5C) }
+func (f v1Fields) bitmapOffset() int32  { return int32(f.u32(0x60)) }
+func (f v1Fields) pplOffset() uint16    { return f.u16(0x60) }
+func (f v1Fields) pplSize() uint16      { return f.u16(0x62) }
+func (f v1Fields) newLevel() int32      { return int32(f.u32(0x64)) }
+func (f v1Fields) reshapePos() uint64   { return f.u64(0x68) }
+func (f v1Fields) deltaDisks() int32    { return int32(f.u32(0x70)) }
+func (f v1Fields) newLayout() uint32    { return f.u32(0x74) }
+func (f v1Fields) newChunk() uint32     { return f.u32(0x78) }
+func (f v1Fields) newOffset() int32     { return int32(f.u32(0x7C)) }
+func (f v1Fields) dataOffset() uint64   { return f.u64(0x80) }
+func (f v1Fields) dataSize() uint64     { return f.u64(0x88) }
+func (f v1Fields) superOffset() uint64  { return f.u64(0x90) }
+func (f v1Fields) recoveryOff() uint64  { return f.u64(0x98) }
+func (f v1Fields) devNumber() uint32    { return f.u32(0xA0) }
+func (f v1Fields) devFlags() uint8      { return f.u8(0xB8) }
+func (f v1Fields) bblogSize() uint16    { return f.u16(0xBA) }
+func (f v1Fields) bblogOffset() int32   { return int32(f.u32(0xBC)) }
+func (f v1Fields) resyncOffset() uint64 { return f.u64(0xD0) }
+func (f v1Fields) sbCsum() uint32       { return f.u32(0xD8) }
+func (f v1Fields) maxDev() uint32       { return f.u32(0xDC) }
+func (f v1Fields) ctime() uint64        { return f.u64(0x40) }
+func (f v1Fields) utime() uint64        { return f.u64(0xC0) }
+func (f v1Fields) events() uint64       { return f.u64(0xC8) }
+func (f v1Fields) setUUID() [16]byte    { return [16]byte(f.mem[0x10:0x20]) }
+func (f v1Fields) deviceUUID() [16]byte { return [16]byte(f.mem[0xA8:0xB8]) }
+
+// setName32 is set_name as printf("%.32s") shows it.
+func (f v1Fields) setName32() []byte { return cString(f.mem[0x20:0x40]) }
+
+// setNameC is set_name read as a C string: it runs on past the 32 bytes
+// when they hold no NUL (into ctime), as strchr/printf in mdadm do.
+func (f v1Fields) setNameC() []byte { return cString(f.mem[0x20:v1SBSize]) }
+
+// rolesCount is how many dev_roles entries mdadm's loops can visit: max_dev,
+// cut where the in-memory buffer ends (mdadm would read beyond it).
+func (f v1Fields) rolesCount() int {
+	n := uint64(f.maxDev())
+	if avail := uint64(len(f.mem)-superblock.HeaderSize) / 2; n > avail {
+		n = avail
+	}
+	return int(n)
+}
+
+func (f v1Fields) role(i int) uint16 { return f.u16(superblock.HeaderSize + 2*i) }
+
+// roleFromSB is role_from_sb: dev_roles[dev_number], or spare.
+func (f v1Fields) roleFromSB() uint16 {
+	d := f.devNumber()
+	if uint64(d) < uint64(f.maxDev()) && int(d) < f.rolesCount() {
+		return f.role(int(d))
+	}
+	return superblock.RoleSpare
+}
+
+// checksum is calc_sb_1_csum on the in-memory superblock: 256+2*max_dev
+// bytes (computed in C's int), the stored checksum taken as zero.
+func (f v1Fields) checksum() uint32 {
+	size := int32(uint32(superblock.HeaderSize) + 2*f.maxDev())
+	if size < 4 {
+		return 0
+	}
+	return superblock.Checksum(f.mem)
+}
+
+// dataDisksFactor is the ddsks/ddsks_denom pair examine_super1 and
+// export_examine_super1 use for "Array Size"; ok is false when mdadm
+// prints no array size (level <= 0, or a level with no data disks).
+// A zero denominator (raid10 layout with 0 copies) would make mdadm die
+// of SIGFPE; mdtool reports no size instead.
+func dataDisksFactor(level int32, raidDisks uint32, layout uint32) (ddsks int64, denom int64, ok bool) {
+	denom = 1
+	switch level {
+	case 1:
+		ddsks = 1
+	case 4, 5:
+		ddsks = int64(int32(raidDisks - 1))
+	case 6:
+		ddsks = int64(int32(raidDisks - 2))
+	case 10:
+		ddsks = int64(int32(raidDisks))
+		denom = int64(layout&255) * int64((layout>>8)&255)
+	}
+	if ddsks == 0 || denom == 0 {
+		return 0, 0, false
+	}
+	return ddsks, denom, true
+}
+
+// v1ArraySize is examine_super1's array size in bytes (signed, as mdadm
+// computes it).
+func v1ArraySize(f v1Fields) (int64, bool) {
+	if f.level() <= 0 {
+		return 0, false
+	}
+	dd, den, ok := dataDisksFactor(f.level(), f.raidDisks(), f.layout())
+	if !ok {
+		return 0, false
+	}
+	return int64(f.size()<<9) * dd / den, true
+}
+
+// unusedSpace is getinfo_super1's space_before/space_after. show is false
+// when mdadm prints no "Unused Space" line (space_after == 1, its marker
+// for "no room", or a NEW_OFFSET reshape).
+func unusedSpace(f v1Fields) (before, after uint64, show bool) {
+	fm := f.featureMap()
+	superOff := f.superOffset()
+	dataOff := f.dataOffset()
+	var bitmapOff int64
+	var pplOff, pplSize int64
+	if fm&superblock.FeatureBitmapOffset != 0 {
+		bitmapOff = int64(f.bitmapOffset())
+	} else if fm&(superblock.FeaturePPL|superblock.FeatureMultiplePPLs) != 0 {
+		pplOff = int64(f.pplOffset()) // unsigned 16 bits in mdadm 4.2
+		pplSize = int64(f.pplSize())
+	}
+	var dataSize uint64
+	if f.level() <= 0 {
+		dataSize = f.dataSize()
+	} else {
+		dataSize = f.size()
+	}
+	bbOff, bbSize := f.bblogOffset(), f.bblogSize()
+	if dataOff < superOff {
+		before = dataOff
+		end := superOff
+		if bbOff != 0 && bbSize != 0 {
+			if bb := superOff + uint64(int64(bbOff)); bb < end {
+				end = bb
+			}
+		}
+		if x := superOff + uint64(bitmapOff) + uint64(pplOff); x < end {
+			end = x
+		}
+		if dataOff+dataSize < end {
+			after = end - dataSize - dataOff
+		}
+	} else {
+		earliest := superOff + (32+4)*2
+		if bitmapOff > 0 {
+			// mdadm adds the bitmap size to bitmap_offset alone, not to
+			// super_offset + bitmap_offset.
+			bmend := uint64(bitmapOff) + uint64(calcBitmapSize(f.mem[v1SBSize:], 4096))/512
+			if bmend > earliest {
+				earliest = bmend
+			}
+		} else if pplOff > 0 {
+			if e := uint64(pplOff + pplSize); e > earliest {
+				earliest = e
+			}
+		}
+		if bbOff != 0 && bbSize != 0 {
+			if e := superOff + uint64(int64(bbOff)) + uint64(bbSize); e > earliest {
+				earliest = e
+			}
+		}
+		if earliest < dataOff {
+			before = dataOff - earliest
+		}
+		after = f.u64(v1SBSize+v1BMSize) - dataSize - dataOff
+	}
+	if before == 0 && after == 0 {
+		after = 1
+	}
+	role := f.roleFromSBInfo()
+	if role == superblock.RoleJournal {
+		after = (f.u64(v1SBSize+v1BMSize) - dataOff) % 8
+	}
+	return before, after, after != 1 && fm&superblock.FeatureNewOffset == 0
+}
+
+// roleFromSBInfo is the role getinfo_super1 uses: faulty when dev_number
+// is beyond max_dev or MAX_DEVS.
+func (f v1Fields) roleFromSBInfo() uint16 {
+	d := f.devNumber()
+	if d >= f.maxDev() || d >= superblock.MaxDevs || int(d) >= f.rolesCount() {
+		return superblock.RoleFaulty
+	}
+	return f.role(int(d))
+}
+
+// calcBitmapSize is super1.c calc_bitmap_size: bytes of one node's bitmap
+// (header and bits) rounded up to boundary, as a 32-bit unsigned value.
+// A zero chunksize (on which mdadm divides by zero) counts as no bits.
+func calcBitmapSize(bsb []byte, boundary uint64) uint32 {
+	syncSize := binary.LittleEndian.Uint64(bsb[40:])
+	chunk := uint64(binary.LittleEndian.Uint32(bsb[52:]))
+	var bits uint64
+	if chunk != 0 {
+		bits = (syncSize*512 + chunk - 1) / chunk
+	}
+	bytes := (bits+7)>>3 + 256
+	bytes = (bytes + boundary - 1) / boundary * boundary
+	return uint32(bytes)
+}
+
+// v1DiskSync reports whether getinfo_super1 marks this device in sync
+// (MD_DISK_SYNC): an active role and no replacement feature.
+func v1DiskSync(f v1Fields) bool {
+	switch f.roleFromSBInfo() {
+	case superblock.RoleSpare, superblock.RoleFaulty, superblock.RoleJournal:
+		return false
+	}
+	return f.featureMap()&superblock.FeatureReplacement == 0
+}
+
+// writeExamineV1 prints examine_super1's text (without the "DEV:" line).
+func writeExamineV1(w io.Writer, v *v1Probe, homehost string) {
+	f := v1Fields{v.mem}
+	p := func(format string, a ...any) { fmt.Fprintf(w, format, a...) }
+	fm := f.featureMap()
+	level := f.level()
+
+	p("          Magic : %08x\n", f.u32(0))
+	switch so := f.superOffset(); {
+	case so <= 4:
+		p("        Version : 1.1\n")
+	case so <= 8:
+		p("        Version : 1.2\n")
+	default:
+		p("        Version : 1.0\n")
+	}
+	p("    Feature Map : 0x%x\n", fm)
+	p("     Array UUID : %s\n", uuidText(f.setUUID(), ':'))
+	p("           Name : %s", f.setName32())
+	if nameIsLocal(f.mem[0x20:0x40], homehost) {
+		p("  (local to host %s)", homehost)
+	}
+	p("\n")
+	bsb := f.mem[v1SBSize:]
+	if binary.LittleEndian.Uint32(bsb[68:]) > 0 && fm&superblock.FeatureBitmapOffset != 0 {
+		p("   Cluster Name : %-64s\n", cString(bsb[72:256]))
+	}
+	p("  Creation Time : %s\n", ctime24(int64(f.ctime()&0xFFFFFFFFFF)))
+	p("     Raid Level : %s\n", levelName(int(level)))
+	p("   Raid Devices : %d\n", int32(f.raidDisks()))
+	p("\n")
+	p(" Avail Dev Size : %d sectors%s\n", f.dataSize(), humanSize(int64(f.dataSize()<<9)))
+	if level > 0 {
+		if asize, ok := v1ArraySize(f); ok {
+			p("     Array Size : %d KiB%s\n", uint64(asize>>10), humanSize(asize))
+		}
+		if f.size() != f.dataSize() {
+			p("  Used Dev Size : %d sectors%s\n", f.size(), humanSize(int64(f.size()<<9)))
+		}
+	}
+	if f.dataOffset() != 0 {
+		p("    Data Offset : %d sectors\n", f.dataOffset())
+	}
+	if f.newOffset() != 0 && fm&superblock.FeatureNewOffset != 0 {
+		p("     New Offset : %d sectors\n", f.dataOffset()+uint64(int64(f.newOffset())))
+	}
+	p("   Super Offset : %d sectors\n", f.superOffset())
+	if fm&superblock.FeatureRecoveryOffset != 0 {
+		p("Recovery Offset : %d sectors\n", f.recoveryOff())
+	}
+	if before, after, show := unusedSpace(f); show {
+		p("   Unused Space : before=%d sectors, after=%d sectors\n", before, after)
+	}
+	state := "clean"
+	if f.resyncOffset()+1 != 0 {
+		state = "active"
+	}
+	p("          State : %s\n", state)
+	p("    Device UUID : %s\n", uuidText(f.deviceUUID(), ':'))
+	p("\n")
+	if fm&superblock.FeatureBitmapOffset != 0 {
+		p("Internal Bitmap : %d sectors from superblock\n", f.bitmapOffset())
+	} else if fm&(superblock.FeaturePPL|superblock.FeatureMultiplePPLs) != 0 {
+		p("            PPL : %d sectors at offset %d sectors from superblock\n", f.pplSize(), f.pplOffset())
+	}
+	var deltaExtra uint32
+	if fm&superblock.FeatureReshapeActive != 0 {
+		rp := f.reshapePos()
+		p("  Reshape pos'n : %d%s\n", rp/2, humanSize(int64(rp<<9)))
+		if dd := f.deltaDisks(); dd != 0 {
+			p("  Delta Devices : %d", dd)
+			p(" (%d->%d)\n", int32(f.raidDisks()-uint32(dd)), int32(f.raidDisks()))
+			if dd < 0 {
+				deltaExtra = uint32(-dd)
+			}
+		}
+		if f.newLevel() != level {
+			p("      New Level : %s\n", levelName(int(f.newLevel())))
+		}
+		if f.newLayout() != f.layout() {
+			switch level {
+			case 5:
+				p("     New Layout : %s\n", mapNumOr(r5LayoutTable, int(int32(f.newLayout()))))
+			case 6:
+				p("     New Layout : %s\n", mapNumOr(r6LayoutTable, int(int32(f.newLayout()))))
+			case 10:
+				p("     New Layout :%s\n", r10LayoutText(f.newLayout()))
+			}
+		}
+		if f.newChunk() != f.chunksize() {
+			p("  New Chunksize : %dK\n", int32(f.newChunk()/2))
+		}
+		p("\n")
+	}
+	if fl := f.devFlags(); fl != 0 {
+		p("          Flags :")
+		if fl&superblock.DevFlagWriteMostly != 0 {
+			p(" write-mostly")
+		}
+		if fl&superblock.DevFlagFailFast != 0 {
+			p(" failfast")
+		}
+		p("\n")
+	}
+	p("    Update Time : %s\n", ctime24(int64(f.utime()&0xFFFFFFFFFF)))
+	if f.bblogSize() != 0 && f.bblogOffset() != 0 {
+		p("  Bad Block Log : %d entries available at offset %d sectors", int(f.bblogSize())*512/8, f.bblogOffset())
+		if fm&superblock.FeatureBadBlocks != 0 {
+			p(" - bad blocks present.")
+		}
+		p("\n")
+	}
+	if sum := f.checksum(); sum == f.sbCsum() {
+		p("       Checksum : %x - correct\n", f.sbCsum())
+	} else {
+		p("       Checksum : %x - expected %x\n", f.sbCsum(), sum)
+	}
+	p("         Events : %d\n", f.events())
+	p("\n")
+	if name, ok := layoutName(int(level), f.layout(), fm&superblock.FeatureRAID0Layout != 0); ok {
+		if level == 10 {
+			p("         Layout :%s\n", name)
+		} else {
+			p("         Layout : %s\n", name)
+		}
+	}
+	switch level {
+	case 0, 4, 5, 6, 10:
+		p("     Chunk Size : %dK\n", int32(f.chunksize()/2))
+	case -1:
+		p("       Rounding : %dK\n", int32(f.chunksize()/2))
+	}
+	p("\n")
+	p("   Device Role : ")
+	switch role := f.roleFromSB(); {
+	case role >= superblock.RoleFaulty:
+		p("spare\n")
+	case role == superblock.RoleJournal:
+		p("Journal\n")
+	case fm&superblock.FeatureReplacement != 0:
+		p("Replacement device %d\n", role)
+	default:
+		p("Active device %d\n", role)
+	}
+	state, inconsistent := arrayStateV1(f, deltaExtra)
+	p("   Array State : %s ('A' == active, '.' == missing, 'R' == replacing)\n", state)
+	if inconsistent {
+		p("WARNING Array state is inconsistent - each number should appear only once\n")
+		for d := 0; d < f.rolesCount(); d++ {
+			if r := f.role(d); r >= superblock.RoleFaulty {
+				p(" %d:-", d)
+			} else {
+				p(" %d:%d", d, r)
+			}
+		}
+		p("\n")
+	}
+}
+
+// maxStateSlots caps the Array State line for absurd raid_disks values
+// (mdadm would print billions of '.').
+const maxStateSlots = 1 << 20
+
+// arrayStateV1 builds the Array State letters and says whether mdadm
+// warns that the state is inconsistent.
+func arrayStateV1(f v1Fields, deltaExtra uint32) (string, bool) {
+	n := uint64(f.raidDisks() + deltaExtra)
+	if n > maxStateSlots {
+		n = maxStateSlots
+	}
+	counts := map[uint16]int{}
+	for i := 0; i < f.rolesCount(); i++ {
+		counts[f.role(i)]++
+	}
+	inconsistent := false
+	var b strings.Builder
+	for d := uint64(0); d < n; d++ {
+		cnt := 0
+		if d <= 0xffff {
+			cnt = counts[uint16(d)]
+		}
+		switch {
+		case cnt == 2 && f.level() > 0:
+			b.WriteByte('R')
+		case cnt == 1:
+			b.WriteByte('A')
+		case cnt == 0:
+			b.WriteByte('.')
+		default:
+			b.WriteByte('?')
+			inconsistent = true
+		}
+	}
+	lim := uint64(f.raidDisks() + deltaExtra)
+	for i := 0; i < f.rolesCount(); i++ {
+		if r := uint64(f.role(i)); r <= superblock.RoleMax && r > lim {
+			inconsistent = true
+		}
+	}
+	return b.String(), inconsistent
+}
+
+// mapNumOr is map_num with mdadm's "-unknown-" fallback.
+func mapNumOr(t []mapping, n int) string {
+	if s, ok := mapNum(t, n); ok {
+		return s
+	}
+	return unknownName
+}
+
+// nameIsLocal is mdadm's test for "(local to host H)" (and match_home1):
+// the set_name starts with "H:", H being 1 to 31 characters.
+func nameIsLocal(setName []byte, homehost string) bool {
+	l := len(homehost)
+	return l > 0 && l < 32 && setName[l] == ':' && string(setName[:l]) == homehost
+}
+
+// writeExportV1 prints export_examine_super1's key=value lines.
+func writeExportV1(w io.Writer, v *v1Probe) {
+	f := v1Fields{v.mem}
+	p := func(format string, a ...any) { fmt.Fprintf(w, format, a...) }
+	p("MD_LEVEL=%s\n", levelNameOrNull(int(f.level())))
+	p("MD_DEVICES=%d\n", int32(f.raidDisks()))
+	name := f.mem[0x20:0x40]
+	for i, c := range name {
+		if c == '\n' || c == 0 {
+			name = name[:i]
+			break
+		}
+	}
+	if len(name) > 0 {
+		p("MD_NAME=%s\n", name)
+	}
+	if asize, ok := v1ArraySize(f); ok {
+		p("MD_ARRAY_SIZE=%s\n", humanSizeBrief(asize, prefixJEDEC))
+	}
+	p("MD_UUID=%s\n", uuidText(f.setUUID(), ':'))
+	p("MD_UPDATE_TIME=%d\n", f.utime()&0xFFFFFFFFFF)
+	p("MD_DEV_UUID=%s\n", uuidText(f.deviceUUID(), ':'))
+	p("MD_EVENTS=%d\n", f.events())
+}
+
+// writeBriefV1 prints brief_examine_super1's ARRAY line. mdadm 4.2 ends it
+// with name=...; mdadm 4.3 and later no longer print name= (commit
+// dcc22ae7, "Don't print name= in brief"), mdtool follows 4.2.
+func writeBriefV1(w io.Writer, v *v1Probe, verbose bool) {
+	f := v1Fields{v.mem}
+	full := f.setNameC()
+	var nm []byte
+	if i := strings.IndexByte(string(full), ':'); i >= 0 {
+		nm = full[i+1:]
+	} else if len(full) > 0 {
+		nm = full
+	}
+	var b strings.Builder
+	b.WriteString("ARRAY ")
+	if nm != nil {
+		b.WriteString("/dev/md/")
+		b.WriteString(printEscape(string(nm)))
+		b.WriteByte(' ')
+	}
+	lname, known := mapNum(persTable, int(f.level()))
+	if verbose && known {
+		fmt.Fprintf(&b, " level=%s", lname)
+	}
+	switch so := f.superOffset(); {
+	case so <= 4:
+		b.WriteString(" metadata=1.1 ")
+	case so <= 8:
+		b.WriteString(" metadata=1.2 ")
+	default:
+		b.WriteString(" metadata=1.0 ")
+	}
+	if verbose {
+		fmt.Fprintf(&b, "num-devices=%d ", int32(f.raidDisks()))
+	}
+	b.WriteString("UUID=")
+	b.WriteString(uuidText(f.setUUID(), ':'))
+	if len(full) > 0 {
+		b.WriteString(" name=")
+		b.WriteString(printQuoted(string(full)))
+	}
+	b.WriteByte('\n')
+	io.WriteString(w, b.String())
+}
+
+// sameArrayV1 is compare_super1 == 0 for two loaded superblocks: same
+// set_uuid, ctime, level, layout, size, chunksize and raid_disks.
+func sameArrayV1(a, b *v1Probe) bool {
+	fa, fb := v1Fields{a.mem}, v1Fields{b.mem}
+	return fa.setUUID() == fb.setUUID() && fa.ctime() == fb.ctime() &&
+		fa.level() == fb.level() && fa.layout() == fb.layout() &&
+		fa.size() == fb.size() && fa.chunksize() == fb.chunksize() &&
+		fa.raidDisks() == fb.raidDisks()
+}
+
+// v0Disk reads disk descriptor d (-1 = this_disk) from the in-memory 0.90
+// superblock; descriptors beyond the 27 of the format run on into
+// this_disk and the bitmap block, as in mdadm. Beyond that: zeros.
+func v0Disk(mem []byte, d int) [5]uint32 {
+	off := 0xF80
+	if d >= 0 {
+		off = 0x200 + 128*d
+	}
+	var r [5]uint32
+	for i := range r {
+		if o := off + 4*i; o+4 <= len(mem) {
+			r[i] = binary.LittleEndian.Uint32(mem[o:])
+		}
+	}
+	return r
+}
+
+// v0Local is match_home0: the first 8 bytes of SHA-1(homehost) equal
+// set_uuid2 and set_uuid3 as stored.
+func v0Local(v *v090Probe, homehost string) bool {
+	if homehost == "" {
+		return false
+	}
+	h := sha1.Sum([]byte(homehost))
+	return string(h[:8]) == string(v.raw[0x38:0x40])
+}
+
+// mapDevFunc names a block device by its numbers for the 0.90 device
+// table (mdadm's map_dev: the shortest /dev name, "" if none). Tests
+// replace it.
+var mapDevFunc = mapDevFromDev
+
+// writeExamineV090 prints examine_super0's text (without the "DEV:" line).
+func writeExamineV090(w io.Writer, v *v090Probe, homehost string) {
+	sb := v.sb
+	p := func(format string, a ...any) { fmt.Fprintf(w, format, a...) }
+	p("          Magic : %08x\n", sb.Magic)
+	p("        Version : %d.%02d.%02d\n", int32(sb.MajorVersion), int32(sb.MinorVersion), int32(sb.PatchVersion))
+	if sb.MinorVersion >= 90 {
+		p("           UUID : %08x:%08x:%08x:%08x", sb.SetUUID0, sb.SetUUID1, sb.SetUUID2, sb.SetUUID3)
+		if homehost != "" && v0Local(v, homehost) {
+			p(" (local to host %s)", homehost)
+		}
+		p("\n")
+	} else {
+		p("           UUID : %08x\n", sb.SetUUID0)
+	}
+	if sb.NotPersistent != 0 {
+		p("           Eedk : not persistent\n")
+	}
+	p("  Creation Time : %s\n", ctime24(int64(sb.CTime)))
+	p("     Raid Level : %s\n", levelName(int(sb.Level)))
+	if sb.Level > 0 {
+		p("  Used Dev Size : %d%s\n", int32(sb.Size), humanSize(int64(sb.Size)<<10))
+		if dd, den, ok := dataDisksFactor(sb.Level, sb.RaidDisks, sb.Layout); ok {
+			asize := (int64(sb.Size) << 10) * dd / den
+			p("     Array Size : %d%s\n", uint64(asize>>10), humanSize(asize))
+		}
+	}
+	p("   Raid Devices : %d\n", int32(sb.RaidDisks))
+	p("  Total Devices : %d\n", int32(sb.NrDisks))
+	p("Preferred Minor : %d\n", int32(sb.MDMinor))
+	p("\n")
+	var deltaExtra int32
+	if sb.MinorVersion > 90 && sb.ReshapePosition+1 != 0 {
+		p("  Reshape pos'n : %d%s\n", sb.ReshapePosition/2, humanSize(int64(sb.ReshapePosition<<9)))
+		if sb.DeltaDisks != 0 {
+			p("  Delta Devices : %d", sb.DeltaDisks)
+			p(" (%d->%d)\n", int32(sb.RaidDisks)-sb.DeltaDisks, int32(sb.RaidDisks))
+			if sb.DeltaDisks < 0 {
+				deltaExtra = -sb.DeltaDisks
+			}
+		}
+		if sb.NewLevel != sb.Level {
+			p("      New Level : %s\n", levelName(int(sb.NewLevel)))
+		}
+		if sb.NewLayout != sb.Layout {
+			switch sb.Level {
+			case 5:
+				p("     New Layout : %s\n", mapNumOr(r5LayoutTable, int(int32(sb.NewLayout))))
+			case 6:
+				p("     New Layout : %s\n", mapNumOr(r6LayoutTable, int(int32(sb.NewLayout))))
+			case 10:
+				kind := "far"
+				if sb.NewLayout&0x10000 != 0 {
+					kind = "offset"
+				}
+				p("     New Layout : near=%d, %s=%d\n", sb.NewLayout&255, kind, (sb.NewLayout>>8)&255)
+			}
+		}
+		if sb.NewChunk != sb.ChunkSize {
+			p("  New Chunksize : %d\n", int32(sb.NewChunk))
+		}
+		p("\n")
+	}
+	p("    Update Time : %s\n", ctime24(int64(sb.UTime)))
+	state := "active"
+	if sb.State&superblock.SB090Clean != 0 {
+		state = "clean"
+	}
+	p("          State : %s\n", state)
+	if sb.State&superblock.SB090BitmapPresent != 0 {
+		p("Internal Bitmap : present\n")
+	}
+	p(" Active Devices : %d\n", int32(sb.ActiveDisks))
+	p("Working Devices : %d\n", int32(sb.WorkingDisks))
+	p(" Failed Devices : %d\n", int32(sb.FailedDisks))
+	p("  Spare Devices : %d\n", int32(sb.SpareDisks))
+	if sum := superblock.Checksum090(v.mem[:superblock.Size090], false); sum == sb.Checksum {
+		p("       Checksum : %x - correct\n", sb.Checksum)
+	} else {
+		p("       Checksum : %x - expected %x\n", sb.Checksum, sum)
+	}
+	p("         Events : %d\n", sb.Events())
+	p("\n")
+	switch sb.Level {
+	case 5:
+		p("         Layout : %s\n", mapNumOr(r5LayoutTable, int(int32(sb.Layout))))
+	case 6:
+		p("         Layout : %s\n", mapNumOr(r6LayoutTable, int(int32(sb.Layout))))
+	case 10:
+		p("         Layout :%s\n", r10LayoutText(sb.Layout))
+	}
+	switch sb.Level {
+	case 0, 4, 5, 6, 10:
+		p("     Chunk Size : %dK\n", int32(sb.ChunkSize/1024))
+	case -1:
+		p("       Rounding : %dK\n", int32(sb.ChunkSize/1024))
+	}
+	p("\n")
+	p("      Number   Major   Minor   RaidDevice State\n")
+	last := int64(int32(sb.RaidDisks + uint32(deltaExtra) + sb.SpareDisks))
+	if last > 60 {
+		last = 60 // beyond this mdadm reads past its 8 KiB buffer
+	}
+	for d := -1; int64(d) < last; d++ {
+		dp := v0Disk(v.mem, d)
+		number, major, minor, raidDisk, st := dp[0], dp[1], dp[2], dp[3], dp[4]
+		label := "this"
+		if d >= 0 {
+			label = fmt.Sprintf("%4d", d)
+		}
+		p("%4s %5d   %5d    %5d    %5d     ", label, int32(number), int32(major), int32(minor), int32(raidDisk))
+		wonly := st & superblock.Disk090WriteMostly
+		failfast := st & superblock.Disk090FailFast
+		st &^= wonly | failfast
+		if st&superblock.Disk090Faulty != 0 {
+			p(" faulty")
+		}
+		if st&superblock.Disk090Active != 0 {
+			p(" active")
+		}
+		if st&superblock.Disk090Sync != 0 {
+			p(" sync")
+		}
+		if st&superblock.Disk090Removed != 0 {
+			p(" removed")
+		}
+		if wonly != 0 {
+			p(" write-mostly")
+		}
+		if failfast != 0 {
+			p(" failfast")
+		}
+		if st == 0 {
+			p(" spare")
+		}
+		if major != 0 || minor != 0 {
+			if dv := mapDevFunc(major, minor); dv != "" {
+				p("   %s", dv)
+			}
+		}
+		p("\n")
+		if d == -1 {
+			p("\n")
+		}
+	}
+}
+
+// writeBriefV090 prints brief_examine_super0's ARRAY line.
+func writeBriefV090(w io.Writer, v *v090Probe, verbose bool) {
+	sb := v.sb
+	dev := fmt.Sprintf("/dev/md%d", int32(sb.MDMinor))
+	if verbose {
+		fmt.Fprintf(w, "ARRAY %s level=%s num-devices=%d", dev, levelName(int(sb.Level)), int32(sb.RaidDisks))
+	} else {
+		fmt.Fprintf(w, "ARRAY %s", dev)
+	}
+	if sb.MinorVersion >= 90 {
+		fmt.Fprintf(w, " UUID=%08x:%08x:%08x:%08x", sb.SetUUID0, sb.SetUUID1, sb.SetUUID2, sb.SetUUID3)
+	} else {
+		fmt.Fprintf(w, " UUID=%08x", sb.SetUUID0)
+	}
+	fmt.Fprintf(w, "\n")
+}
+
+// writeExportV090 prints export_examine_super0's lines. Its
+// MD_UPDATE_TIME is the creation time: mdadm 4.2 prints ctime there.
+func writeExportV090(w io.Writer, v *v090Probe) {
+	sb := v.sb
+	fmt.Fprintf(w, "MD_LEVEL=%s\n", levelNameOrNull(int(sb.Level)))
+	fmt.Fprintf(w, "MD_DEVICES=%d\n", int32(sb.RaidDisks))
+	if sb.MinorVersion >= 90 {
+		fmt.Fprintf(w, "MD_UUID=%08x:%08x:%08x:%08x\n", sb.SetUUID0, sb.SetUUID1, sb.SetUUID2, sb.SetUUID3)
+	} else {
+		fmt.Fprintf(w, "MD_UUID=%08x\n", sb.SetUUID0)
+	}
+	fmt.Fprintf(w, "MD_UPDATE_TIME=%d\n", sb.CTime)
+	fmt.Fprintf(w, "MD_EVENTS=%d\n", sb.Events())
+}
+
+// sameArrayV090 is compare_super0 == 0: same uuid, versions,
+// gvalid_words, ctime, level, size and raid_disks.
+func sameArrayV090(a, b *v090Probe) bool {
+	x, y := a.sb, b.sb
+	return x.UUID() == y.UUID() && x.MajorVersion == y.MajorVersion &&
+		x.MinorVersion == y.MinorVersion && x.PatchVersion == y.PatchVersion &&
+		x.GValidWords == y.GValidWords && x.CTime == y.CTime && x.Level == y.Level &&
+		x.Size == y.Size && x.RaidDisks == y.RaidDisks
+}
+
+// writeExamineMBR prints examine_mbr's text.
+func writeExamineMBR(w io.Writer, b []byte) {
+	fmt.Fprintf(w, "   MBR Magic : %04x\n", binary.LittleEndian.Uint16(b[510:]))
+	for i := 0; i < 4; i++ {
+		e := b[446+16*i:]
+		if n := binary.LittleEndian.Uint32(e[12:]); n != 0 {
+			fmt.Fprintf(w, "Partition[%d] : %12d sectors at %12d (type %02x)\n",
+				i, n, binary.LittleEndian.Uint32(e[8:]), e[4])
+		}
+	}
+}
+
+// examine --json: the schema is documented in examineLong.
+
+// jsonProblem is one thing the kernel or mdadm would object to.
+type jsonProblem struct {
+	Area    string `json:"area"`
+	Offset  int64  `json:"offset"`
+	Field   string `json:"field"`
+	Message string `json:"message"`
+}
+
+type jsonChecksum struct {
+	Stored   uint32 `json:"stored"`
+	Computed uint32 `json:"computed"`
+	Correct  bool   `json:"correct"`
+}
+
+type jsonUnused struct {
+	BeforeSectors uint64 `json:"before_sectors"`
+	AfterSectors  uint64 `json:"after_sectors"`
+}
+
+type jsonPPL struct {
+	OffsetSectors int64  `json:"offset_sectors"`
+	SizeSectors   uint64 `json:"size_sectors"`
+}
+
+type jsonReshape struct {
+	PositionSectors uint64 `json:"position_sectors"`
+	PositionBytes   uint64 `json:"position_bytes"`
+	DeltaDisks      int32  `json:"delta_disks"`
+	NewLevel        int32  `json:"new_level"`
+	NewLevelName    string `json:"new_level_name"`
+	NewLayout       uint32 `json:"new_layout"`
+	NewLayoutName   string `json:"new_layout_name,omitempty"`
+	NewChunkSectors uint64 `json:"new_chunk_sectors"`
+	NewChunkBytes   uint64 `json:"new_chunk_bytes"`
+	Backwards       bool   `json:"backwards"`
+}
+
+type jsonBadBlock struct {
+	StartSector uint64 `json:"start_sector"`
+	Sectors     uint64 `json:"sectors"`
+}
+
+type jsonBBLog struct {
+	Entries          int            `json:"entries"`
+	OffsetSectors    int32          `json:"offset_sectors"`
+	SizeSectors      uint16         `json:"size_sectors"`
+	Shift            uint8          `json:"shift"`
+	BadBlocksPresent bool           `json:"bad_blocks_present"`
+	BadBlocks        []jsonBadBlock `json:"bad_blocks"`
+}
+
+type jsonRole struct {
+	Kind string `json:"kind"`
+	Slot *int   `json:"slot"`
+}
+
+type jsonRoleEntry struct {
+	DevNumber int    `json:"dev_number"`
+	Role      string `json:"role"`
+	Slot      *int   `json:"slot"`
+}
+
+type jsonBitmapSummary struct {
+	OffsetSectors      int32  `json:"offset_sectors"`
+	Magic              uint32 `json:"magic"`
+	Version            uint32 `json:"version"`
+	UUID               string `json:"uuid"`
+	Events             uint64 `json:"events"`
+	EventsCleared      uint64 `json:"events_cleared"`
+	State              uint32 `json:"state"`
+	Stale              bool   `json:"stale"`
+	ChunkBytes         uint32 `json:"chunk_bytes"`
+	DaemonSleepSeconds uint32 `json:"daemon_sleep_seconds"`
+	WriteBehind        uint32 `json:"write_behind"`
+	SyncSizeSectors    uint64 `json:"sync_size_sectors"`
+	SyncSizeBytes      uint64 `json:"sync_size_bytes"`
+	Bits               uint64 `json:"bits"`
+	Dirty              uint64 `json:"dirty"`
+	Nodes              uint32 `json:"nodes"`
+	ClusterName        string `json:"cluster_name,omitempty"`
+}
+
+// jsonExamine is one device of examine --json: the common members, then
+// those of the metadata found (one of V1, V090, MBR), then problems.
+type jsonExamine struct {
+	Device            string  `json:"device"`
+	Metadata          string  `json:"metadata"`
+	Error             string  `json:"error,omitempty"`
+	DeviceSizeBytes   *uint64 `json:"device_size_bytes,omitempty"`
+	DeviceSizeSectors *uint64 `json:"device_size_sectors,omitempty"`
+
+	V1       *jsonV1       `json:"-"`
+	V090     *jsonV090     `json:"-"`
+	MBR      *jsonMBR      `json:"-"`
+	Problems []jsonProblem `json:"-"`
+}
+
+// MarshalJSON writes one flat object: the common members, the members of
+// the metadata kind, and "problems" when there are any.
+func (d *jsonExamine) MarshalJSON() ([]byte, error) {
+	type base jsonExamine
+	parts := []any{(*base)(d)}
+	switch {
+	case d.V1 != nil:
+		parts = append(parts, d.V1)
+	case d.V090 != nil:
+		parts = append(parts, d.V090)
+	case d.MBR != nil:
+		parts = append(parts, d.MBR)
+	}
+	if len(d.Problems) > 0 {
+		parts = append(parts, struct {
+			Problems []jsonProblem `json:"problems"`
+		}{d.Problems})
+	}
+	return mergeJSONObjects(parts...)
+}
+
+// mergeJSONObjects marshals each value (each must give a JSON object) and
+// joins their members into one object, in order.
+func mergeJSONObjects(vs ...any) ([]byte, error) {
+	out := []byte{'{'}
+	for _, v := range vs {
+		b, err := json.Marshal(v)
+		if err != nil {
+			return nil, err
+		}
+		if len(b) < 2 || b[0] != '{' || b[len(b)-1] != '}' {
+			return nil, fmt.Errorf("json: %T is not an object", v)
+		}
+		inner := b[1 : len(b)-1]
+		if len(inner) == 0 {
+			continue
+		}
+		if len(out) > 1 {
+			out = append(out, ',')
+		}
+		out = append(out, inner...)
+	}
+	return append(out, '}'), nil
+}
+
+type jsonV1 struct {
+	Magic       uint32   `json:"magic"`
+	FeatureMap  uint32   `json:"feature_map"`
+	Features    []string `json:"features"`
+	ArrayUUID   string   `json:"array_uuid"`
+	DeviceUUID  string   `json:"device_uuid"`
+	Name        string   `json:"name"`
+	NameHost    string   `json:"name_host"`
+	NameLocal   bool     `json:"name_local"`
+	ClusterName string   `json:"cluster_name,omitempty"`
+
+	CreationTime     string `json:"creation_time"`
+	CreationTimeUnix int64  `json:"creation_time_unix"`
+	UpdateTime       string `json:"update_time"`
+	UpdateTimeUnix   int64  `json:"update_time_unix"`
+
+	Level        int32  `json:"level"`
+	LevelName    string `json:"level_name"`
+	Layout       uint32 `json:"layout"`
+	LayoutName   string `json:"layout_name,omitempty"`
+	ChunkSectors uint64 `json:"chunk_sectors"`
+	ChunkBytes   uint64 `json:"chunk_bytes"`
+	RaidDevices  uint32 `json:"raid_devices"`
+
+	AvailDevSizeSectors uint64  `json:"avail_dev_size_sectors"`
+	AvailDevSizeBytes   uint64  `json:"avail_dev_size_bytes"`
+	UsedDevSizeSectors  uint64  `json:"used_dev_size_sectors"`
+	UsedDevSizeBytes    uint64  `json:"used_dev_size_bytes"`
+	ArraySizeKiB        *uint64 `json:"array_size_kib,omitempty"`
+	ArraySizeBytes      *uint64 `json:"array_size_bytes,omitempty"`
+
+	DataOffsetSectors     uint64      `json:"data_offset_sectors"`
+	DataOffsetBytes       uint64      `json:"data_offset_bytes"`
+	SuperOffsetSectors    uint64      `json:"super_offset_sectors"`
+	SuperOffsetBytes      uint64      `json:"super_offset_bytes"`
+	NewOffsetSectors      *uint64     `json:"new_offset_sectors,omitempty"`
+	RecoveryOffsetSectors *uint64     `json:"recovery_offset_sectors,omitempty"`
+	UnusedSpace           *jsonUnused `json:"unused_space,omitempty"`
+
+	State               string  `json:"state"`
+	ResyncOffsetSectors *uint64 `json:"resync_offset_sectors,omitempty"`
+
+	BitmapOffsetSectors *int32       `json:"bitmap_offset_sectors,omitempty"`
+	PPL                 *jsonPPL     `json:"ppl,omitempty"`
+	Reshape             *jsonReshape `json:"reshape,omitempty"`
+	Flags               []string     `json:"flags"`
+	BadBlockLog         *jsonBBLog   `json:"bad_block_log,omitempty"`
+	Checksum            jsonChecksum `json:"checksum"`
+	Events              uint64       `json:"events"`
+
+	DevNumber        uint32 `json:"dev_number"`
+	MaxDev           uint32 `json:"max_dev"`
+	CntCorrectedRead uint32 `json:"cnt_corrected_read"`
+
+	DeviceRole           jsonRole           `json:"device_role"`
+	ArrayState           string             `json:"array_state"`
+	ArrayStateConsistent bool               `json:"array_state_consistent"`
+	Roles                []jsonRoleEntry    `json:"roles"`
+	Bitmap               *jsonBitmapSummary `json:"bitmap,omitempty"`
+}
+
+type jsonDisk090 struct {
+	Slot     int      `json:"slot"`
+	Number   uint32   `json:"number"`
+	Major    uint32   `json:"major"`
+	Minor    uint32   `json:"minor"`
+	RaidDisk uint32   `json:"raid_disk"`
+	State    []string `json:"state"`
+}
+
+type jsonReshape090 struct {
+	PositionSectors uint64 `json:"position_sectors"`
+	DeltaDisks      int32  `json:"delta_disks"`
+	NewLevel        int32  `json:"new_level"`
+	NewLayout       uint32 `json:"new_layout"`
+	NewChunkBytes   uint32 `json:"new_chunk_bytes"`
+}
+
+type jsonV090 struct {
+	Magic            uint32          `json:"magic"`
+	Version          string          `json:"version"`
+	UUID             string          `json:"uuid"`
+	NameLocal        bool            `json:"name_local"`
+	CreationTime     string          `json:"creation_time"`
+	CreationTimeUnix int64           `json:"creation_time_unix"`
+	UpdateTime       string          `json:"update_time"`
+	UpdateTimeUnix   int64           `json:"update_time_unix"`
+	Level            int32           `json:"level"`
+	LevelName        string          `json:"level_name"`
+	Layout           uint32          `json:"layout"`
+	LayoutName       string          `json:"layout_name,omitempty"`
+	ChunkBytes       uint32          `json:"chunk_bytes"`
+	UsedDevSizeKiB   uint32          `json:"used_dev_size_kib"`
+	UsedDevSizeBytes uint64          `json:"used_dev_size_bytes"`
+	ArraySizeKiB     *uint64         `json:"array_size_kib,omitempty"`
+	ArraySizeBytes   *uint64         `json:"array_size_bytes,omitempty"`
+	RaidDevices      uint32          `json:"raid_devices"`
+	TotalDevices     uint32          `json:"total_devices"`
+	PreferredMinor   uint32          `json:"preferred_minor"`
+	NotPersistent    bool            `json:"not_persistent"`
+	State090         string          `json:"state"`
+	BitmapPresent    bool            `json:"bitmap_present"`
+	ActiveDevices    uint32          `json:"active_devices"`
+	WorkingDevices   uint32          `json:"working_devices"`
+	FailedDevices    uint32          `json:"failed_devices"`
+	SpareDevices     uint32          `json:"spare_devices"`
+	Checksum090      jsonChecksum    `json:"checksum"`
+	Events090        uint64          `json:"events"`
+	Reshape090       *jsonReshape090 `json:"reshape,omitempty"`
+	ThisDisk         jsonDisk090     `json:"this_disk"`
+	Disks            []jsonDisk090   `json:"disks"`
+}
+
+type jsonPartition struct {
+	Index       int    `json:"index"`
+	Type        uint8  `json:"type"`
+	StartSector uint32 `json:"start_sector"`
+	Sectors     uint32 `json:"sectors"`
+}
+
+type jsonMBR struct {
+	MBRMagic   uint16          `json:"mbr_magic"`
+	Partitions []jsonPartition `json:"partitions"`
+}
+
+// featureNames lists the names of the feature bits.
+var featureNames = []string{
+	"bitmap", "recovery_offset", "reshape_active", "bad_blocks", "replacement",
+	"reshape_backwards", "new_offset", "recovery_bitmap", "clustered", "journal",
+	"ppl", "multiple_ppls", "raid0_layout",
+}
+
+func featureList(fm uint32) []string {
+	out := []string{}
+	for i := 0; i < 32; i++ {
+		if fm&(1<<i) == 0 {
+			continue
+		}
+		if i < len(featureNames) {
+			out = append(out, featureNames[i])
+		} else {
+			out = append(out, fmt.Sprintf("bit%d", i))
+		}
+	}
+	return out
+}
+
+// problemsOf flattens an error from the superblock or bitmap package
+// into problems.
+func problemsOf(area string, err error) []jsonProblem {
+	if err == nil {
+		return nil
+	}
+	var out []jsonProblem
+	var walk func(error)
+	walk = func(e error) {
+		if j, ok := e.(interface{ Unwrap() []error }); ok {
+			for _, x := range j.Unwrap() {
+				walk(x)
+			}
+			return
+		}
+		var sf *superblock.FormatError
+		var bf *bitmap.FormatError
+		switch {
+		case errors.As(e, &sf):
+			out = append(out, jsonProblem{area, sf.Offset, sf.Field, sf.Msg})
+		case errors.As(e, &bf):
+			out = append(out, jsonProblem{area, bf.Offset, bf.Field, bf.Msg})
+		default:
+			out = append(out, jsonProblem{area, 0, "", e.Error()})
+		}
+	}
+	walk(err)
+	return out
+}
+
+func ptr[T any](v T) *T { return &v }
+
+func intp(v int) *int { return &v }
+
+// examineJSONAll examines every device into one JSON array; it returns
+// the exit status mdadm's text mode would have.
+func examineJSONAll(env *Env, w io.Writer, devs []string, scan bool, homehost string) int {
+	rv := 0
+	docs := []*jsonExamine{}
+	for _, dev := range devs {
+		p, err := probeDevice(dev)
+		if err != nil {
+			if !scan {
+				fmt.Fprintf(env.Stderr, "mdtool: %s\n", err)
+				docs = append(docs, &jsonExamine{Device: dev, Error: err.Error()})
+				rv = 1
+			}
+			continue
+		}
+		if p.kind == kindNone {
+			p.close()
+			if !scan {
+				fmt.Fprintf(env.Stderr, "mdtool: No md superblock detected on %s.\n", dev)
+				docs = append(docs, &jsonExamine{Device: dev, Error: errNoSuperblock.Error()})
+				rv = 1
+			}
+			continue
+		}
+		docs = append(docs, examineJSON(p, homehost))
+		p.close()
+	}
+	if err := writeJSON(w, docs); err != nil {
+		fmt.Fprintf(env.Stderr, "mdtool: %v\n", err)
+		return 1
+	}
+	return rv
+}
+
+// examineJSON describes one probed device.
+func examineJSON(p *probe, homehost string) *jsonExamine {
+	d := &jsonExamine{Device: p.path, DeviceSizeBytes: ptr(p.size), DeviceSizeSectors: ptr(p.size >> 9)}
+	switch p.kind {
+	case kindV1:
+		d.Metadata = fmt.Sprintf("1.%d", p.v1.sb.Minor())
+		d.V1, d.Problems = v1JSON(p, homehost)
+	case kindV090:
+		d.Metadata = "0.90"
+		d.V090, d.Problems = v090JSON(p.v0, homehost)
+	case kindMBR:
+		d.Metadata = "mbr"
+		m := &jsonMBR{MBRMagic: binary.LittleEndian.Uint16(p.mbr[510:]), Partitions: []jsonPartition{}}
+		for i := 0; i < 4; i++ {
+			e := p.mbr[446+16*i:]
+			if n := binary.LittleEndian.Uint32(e[12:]); n != 0 {
+				m.Partitions = append(m.Partitions, jsonPartition{i, e[4], binary.LittleEndian.Uint32(e[8:]), n})
+			}
+		}
+		d.MBR = m
+	}
+	return d
+}
+
+func roleName(r uint16) (string, *int) {
+	switch {
+	case r < superblock.RoleMax:
+		return "active", intp(int(r))
+	case r == superblock.RoleSpare:
+		return "spare", nil
+	case r == superblock.RoleFaulty:
+		return "faulty", nil
+	case r == superblock.RoleJournal:
+		return "journal", nil
+	}
+	return "reserved", intp(int(r))
+}
+
+func v1JSON(p *probe, homehost string) (*jsonV1, []jsonProblem) {
+	v := p.v1
+	f := v1Fields{v.mem}
+	fm := f.featureMap()
+	level := f.level()
+	_, perr := superblock.Parse(v.loaded.Raw)
+	problems := problemsOf("superblock", perr)
+	if v.bitmapDropped != "" {
+		problems = append(problems, jsonProblem{"superblock", 0x08, "feature_map",
+			"internal bitmap ignored (mdadm clears the bitmap feature): " + v.bitmapDropped})
+	}
+	name := string(f.setName32())
+	host := ""
+	if i := indexByte(name, ':'); i >= 0 {
+		host = name[:i]
+	}
+	j := &jsonV1{
+		Magic:               f.u32(0),
+		FeatureMap:          fm,
+		Features:            featureList(fm),
+		ArrayUUID:           uuidText(f.setUUID(), ':'),
+		DeviceUUID:          uuidText(f.deviceUUID(), ':'),
+		Name:                name,
+		NameHost:            host,
+		NameLocal:           nameIsLocal(f.mem[0x20:0x40], homehost),
+		CreationTime:        timeRFC3339(int64(f.ctime() & 0xFFFFFFFFFF)),
+		CreationTimeUnix:    int64(f.ctime() & 0xFFFFFFFFFF),
+		UpdateTime:          timeRFC3339(int64(f.utime() & 0xFFFFFFFFFF)),
+		UpdateTimeUnix:      int64(f.utime() & 0xFFFFFFFFFF),
+		Level:               level,
+		LevelName:           levelName(int(level)),
+		Layout:              f.layout(),
+		ChunkSectors:        uint64(f.chunksize()),
+		ChunkBytes:          uint64(f.chunksize()) * 512,
+		RaidDevices:         f.raidDisks(),
+		AvailDevSizeSectors: f.dataSize(),
+		AvailDevSizeBytes:   f.dataSize() * 512,
+		UsedDevSizeSectors:  f.size(),
+		UsedDevSizeBytes:    f.size() * 512,
+		DataOffsetSectors:   f.dataOffset(),
+		DataOffsetBytes:     f.dataOffset() * 512,
+		SuperOffsetSectors:  f.superOffset(),
+		SuperOffsetBytes:    f.superOffset() * 512,
+		State:               "clean",
+		Flags:               []string{},
+		Events:              f.events(),
+		DevNumber:           f.devNumber(),
+		MaxDev:              f.maxDev(),
+		CntCorrectedRead:    f.u32(0xA4),
+		Roles:               []jsonRoleEntry{},
+	}
+	if n, ok := layoutName(int(level), f.layout(), fm&superblock.FeatureRAID0Layout != 0); ok {
+		if level == 10 {
+			n = r10LayoutShort(f.layout())
+		}
+		j.LayoutName = n
+	}
+	if binary.LittleEndian.Uint32(v.bsb()[68:]) > 0 && fm&superblock.FeatureBitmapOffset != 0 {
+		j.ClusterName = string(cString(v.bsb()[72:136]))
+	}
+	if level > 0 {
+		if asize, ok := v1ArraySize(f); ok {
+			j.ArraySizeKiB = ptr(uint64(asize >> 10))
+			j.ArraySizeBytes = ptr(uint64(asize))
+		}
+	}
+	if fm&superblock.FeatureNewOffset != 0 {
+		j.NewOffsetSectors = ptr(f.dataOffset() + uint64(int64(f.newOffset())))
+	}
+	if fm&superblock.FeatureRecoveryOffset != 0 {
+		j.RecoveryOffsetSectors = ptr(f.recoveryOff())
+	}
+	if before, after, show := unusedSpace(f); show {
+		j.UnusedSpace = &jsonUnused{before, after}
+	}
+	if f.resyncOffset() != superblock.MaxSector {
+		j.State = "active"
+		j.ResyncOffsetSectors = ptr(f.resyncOffset())
+	}
+	if fm&superblock.FeatureBitmapOffset != 0 {
+		j.BitmapOffsetSectors = ptr(f.bitmapOffset())
+	} else if fm&(superblock.FeaturePPL|superblock.FeatureMultiplePPLs) != 0 {
+		j.PPL = &jsonPPL{int64(int16(f.pplOffset())), uint64(f.pplSize())}
+	}
+	if fm&superblock.FeatureReshapeActive != 0 {
+		r := &jsonReshape{
+			PositionSectors: f.reshapePos(),
+			PositionBytes:   f.reshapePos() * 512,
+			DeltaDisks:      f.deltaDisks(),
+			NewLevel:        f.newLevel(),
+			NewLevelName:    levelName(int(f.newLevel())),
+			NewLayout:       f.newLayout(),
+			NewChunkSectors: uint64(f.newChunk()),
+			NewChunkBytes:   uint64(f.newChunk()) * 512,
+			Backwards:       fm&superblock.FeatureReshapeBackwards != 0,
+		}
+		if n, ok := layoutName(int(f.newLevel()), f.newLayout(), true); ok {
+			if f.newLevel() == 10 {
+				n = r10LayoutShort(f.newLayout())
+			}
+			r.NewLayoutName = n
+		}
+		j.Reshape = r
+	}
+	if fl := f.devFlags(); fl&superblock.DevFlagWriteMostly != 0 {
+		j.Flags = append(j.Flags, "write-mostly")
+	}
+	if fl := f.devFlags(); fl&superblock.DevFlagFailFast != 0 {
+		j.Flags = append(j.Flags, "failfast")
+	}
+	if f.bblogSize() != 0 && f.bblogOffset() != 0 {
+		bb := &jsonBBLog{
+			Entries:          int(f.bblogSize()) * 512 / 8,
+			OffsetSectors:    f.bblogOffset(),
+			SizeSectors:      f.bblogSize(),
+			Shift:            f.u8(0xB9),
+			BadBlocksPresent: fm&superblock.FeatureBadBlocks != 0,
+			BadBlocks:        []jsonBadBlock{},
+		}
+		off := (int64(f.superOffset()) + int64(f.bblogOffset())) * 512
+		buf := make([]byte, int(f.bblogSize())*512)
+		if off >= 0 {
+			if n, err := p.m.ReadAt(buf, off); n == len(buf) {
+				list, perr := superblock.ParseBadBlocks(buf, f.u8(0xB9))
+				for _, b := range list {
+					bb.BadBlocks = append(bb.BadBlocks, jsonBadBlock{b.Start, b.Len})
+				}
+				problems = append(problems, problemsOf("bad_block_log", perr)...)
+			} else {
+				problems = append(problems, jsonProblem{"bad_block_log", 0, "", fmt.Sprintf("cannot read the log at byte %d: %v", off, err)})
+			}
+		}
+		j.BadBlockLog = bb
+	}
+	sum := f.checksum()
+	j.Checksum = jsonChecksum{f.sbCsum(), sum, sum == f.sbCsum()}
+	role := f.roleFromSB()
+	switch {
+	case role == superblock.RoleSpare:
+		j.DeviceRole = jsonRole{Kind: "spare"}
+	case role == superblock.RoleFaulty:
+		j.DeviceRole = jsonRole{Kind: "faulty"}
+	case role == superblock.RoleJournal:
+		j.DeviceRole = jsonRole{Kind: "journal"}
+	case fm&superblock.FeatureReplacement != 0:
+		j.DeviceRole = jsonRole{Kind: "replacement", Slot: intp(int(role))}
+	default:
+		j.DeviceRole = jsonRole{Kind: "active", Slot: intp(int(role))}
+	}
+	var deltaExtra uint32
+	if fm&superblock.FeatureReshapeActive != 0 && f.deltaDisks() < 0 {
+		deltaExtra = uint32(-f.deltaDisks())
+	}
+	state, inconsistent := arrayStateV1(f, deltaExtra)
+	j.ArrayState, j.ArrayStateConsistent = state, !inconsistent
+	last := -1
+	for i := 0; i < f.rolesCount(); i++ {
+		if f.role(i) != superblock.RoleSpare {
+			last = i
+		}
+	}
+	for i := 0; i <= last; i++ {
+		kind, slot := roleName(f.role(i))
+		j.Roles = append(j.Roles, jsonRoleEntry{i, kind, slot})
+	}
+	if off, ok := v.loaded.BitmapOffset(); ok && fm&superblock.FeatureBitmapOffset != 0 {
+		h, area, berr := p.m.ReadBitmap(off, 0)
+		if h != nil {
+			total, dirty := bitmap.ExamineCounts(h, area)
+			j.Bitmap = &jsonBitmapSummary{
+				OffsetSectors:      f.bitmapOffset(),
+				Magic:              h.Magic,
+				Version:            h.Version,
+				UUID:               uuidText(h.UUID, ':'),
+				Events:             h.Events,
+				EventsCleared:      h.EventsCleared,
+				State:              h.State,
+				Stale:              h.State&bitmap.StateStale != 0,
+				ChunkBytes:         h.ChunkSize,
+				DaemonSleepSeconds: h.DaemonSleep,
+				WriteBehind:        h.WriteBehind,
+				SyncSizeSectors:    h.SyncSize,
+				SyncSizeBytes:      h.SyncSize * 512,
+				Bits:               total,
+				Dirty:              dirty,
+				Nodes:              h.Nodes,
+				ClusterName:        string(cString(h.ClusterName[:])),
+			}
+		}
+		problems = append(problems, problemsOf("bitmap", berr)...)
+	}
+	return j, problems
+}
+
+func indexByte(s string, c byte) int {
+	for i := 0; i < len(s); i++ {
+		if s[i] == c {
+			return i
+		}
+	}
+	return -1
+}
+
+func disk090JSON(slot int, d [5]uint32) jsonDisk090 {
+	names := []string{"faulty", "active", "sync", "removed", "cluster_add", "candidate"}
+	st := []string{}
+	for i, n := range names {
+		if d[4]&(1<<i) != 0 {
+			st = append(st, n)
+		}
+	}
+	if d[4]&superblock.Disk090WriteMostly != 0 {
+		st = append(st, "write-mostly")
+	}
+	if d[4]&superblock.Disk090FailFast != 0 {
+		st = append(st, "failfast")
+	}
+	if d[4]&superblock.Disk090Replacement != 0 {
+		st = append(st, "replacement")
+	}
+	if d[4]&superblock.Disk090Journal != 0 {
+		st = append(st, "journal")
+	}
+	if d[4] == 0 {
+		st = append(st, "spare")
+	}
+	return jsonDisk090{slot, d[0], d[1], d[2], d[3], st}
+}
+
+func v090JSON(v *v090Probe, homehost string) (*jsonV090, []jsonProblem) {
+	sb := v.sb
+	problems := problemsOf("superblock", v.err)
+	if v.bitmapDropped {
+		problems = append(problems, jsonProblem{"superblock", 0x84, "state",
+			"bitmap present flag set but no valid bitmap 4 KiB after the superblock (mdadm clears the flag)"})
+	}
+	sum := superblock.Checksum090(v.mem[:superblock.Size090], false)
+	u := sb.UUID()
+	uuid := uuidText(u, ':')
+	if sb.MinorVersion < 90 {
+		uuid = fmt.Sprintf("%08x", sb.SetUUID0)
+	}
+	j := &jsonV090{
+		Magic:            sb.Magic,
+		Version:          fmt.Sprintf("%d.%02d.%02d", int32(sb.MajorVersion), int32(sb.MinorVersion), int32(sb.PatchVersion)),
+		UUID:             uuid,
+		NameLocal:        sb.MinorVersion >= 90 && v0Local(v, homehost),
+		CreationTime:     timeRFC3339(int64(sb.CTime)),
+		CreationTimeUnix: int64(sb.CTime),
+		UpdateTime:       timeRFC3339(int64(sb.UTime)),
+		UpdateTimeUnix:   int64(sb.UTime),
+		Level:            sb.Level,
+		LevelName:        levelName(int(sb.Level)),
+		Layout:           sb.Layout,
+		ChunkBytes:       sb.ChunkSize,
+		UsedDevSizeKiB:   sb.Size,
+		UsedDevSizeBytes: uint64(sb.Size) << 10,
+		RaidDevices:      sb.RaidDisks,
+		TotalDevices:     sb.NrDisks,
+		PreferredMinor:   sb.MDMinor,
+		NotPersistent:    sb.NotPersistent != 0,
+		State090:         "active",
+		BitmapPresent:    sb.State&superblock.SB090BitmapPresent != 0,
+		ActiveDevices:    sb.ActiveDisks,
+		WorkingDevices:   sb.WorkingDisks,
+		FailedDevices:    sb.FailedDisks,
+		SpareDevices:     sb.SpareDisks,
+		Checksum090:      jsonChecksum{sb.Checksum, sum, sum == sb.Checksum},
+		Events090:        sb.Events(),
+		ThisDisk:         disk090JSON(-1, v0Disk(v.mem, -1)),
+		Disks:            []jsonDisk090{},
+	}
+	if n, ok := layoutName(int(sb.Level), sb.Layout, false); ok {
+		if sb.Level == 10 {
+			n = r10LayoutShort(sb.Layout)
+		}
+		j.LayoutName = n
+	}
+	if sb.State&superblock.SB090Clean != 0 {
+		j.State090 = "clean"
+	}
+	if sb.Level > 0 {
+		if dd, den, ok := dataDisksFactor(sb.Level, sb.RaidDisks, sb.Layout); ok {
+			asize := (int64(sb.Size) << 10) * dd / den
+			j.ArraySizeKiB = ptr(uint64(asize >> 10))
+			j.ArraySizeBytes = ptr(uint64(asize))
+		}
+	}
+	if sb.MinorVersion > 90 && sb.ReshapePosition+1 != 0 {
+		j.Reshape090 = &jsonReshape090{sb.ReshapePosition, sb.DeltaDisks, sb.NewLevel, sb.NewLayout, sb.NewChunk}
+	}
+	for d := 0; d < superblock.Disks090; d++ {
+		dk := v0Disk(v.mem, d)
+		if dk == [5]uint32{} {
+			continue
+		}
+		j.Disks = append(j.Disks, disk090JSON(d, dk))
+	}
+	return j, problems
+}
