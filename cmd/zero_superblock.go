@@ -1,0 +1,80 @@
+package cmd
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"mdtool/engine/member"
+)
+
+func newZeroSuperblockCmd(env *Env) *cobra.Command {
+	var force bool
+	c := &cobra.Command{
+		Use:   "zero-superblock DEVICE...",
+		Short: "Erase md superblocks from devices (mdadm --zero-superblock)",
+		Long: `Erase the md superblock of each DEVICE, as mdadm --zero-superblock does.
+
+Every md superblock found (v1.0, v1.1, v1.2 or 0.90) is overwritten with
+zeros until none is left. The bitmap and bad-block log areas are left as
+they are, like mdadm. The device is opened exclusively unless --force is
+given.
+
+EXIT STATUS
+  0  superblocks erased, or none found ("Unrecognised md component device")
+  1  a write failed
+  2  a device could not be opened`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(c *cobra.Command, args []string) error {
+			rv := 0
+			for _, dev := range args {
+				rv |= zeroDevice(env, dev, force)
+			}
+			if rv != 0 {
+				return &ExitError{Code: rv}
+			}
+			return nil
+		},
+	}
+	c.Flags().BoolVarP(&force, "force", "f", false, "open without O_EXCL and zero damaged superblocks too")
+	return c
+}
+
+// zeroDevice erases every md superblock on dev, mdadm's Kill() in a loop:
+// the first pass reports a device with no superblock, later passes stop
+// quietly when none is left. It returns mdadm's status bits.
+func zeroDevice(env *Env, dev string, force bool) int {
+	mode := member.Exclusive
+	if force {
+		mode = member.ReadWrite
+	}
+	m, err := member.Open(dev, mode)
+	if err != nil {
+		fmt.Fprintf(env.Stderr, "mdtool: Couldn't open %s for write - not zeroing\n", dev)
+		return 2
+	}
+	defer m.Close()
+	for pass := 0; ; pass++ {
+		off, size, err := m.FindSuperblock()
+		if errors.Is(err, member.ErrNoSuperblock) {
+			if pass == 0 {
+				fmt.Fprintf(env.Stderr, "mdtool: Unrecognised md component device - %s\n", dev)
+			}
+			return 0
+		}
+		if err != nil {
+			fmt.Fprintf(env.Stderr, "mdtool: %v\n", err)
+			return 1
+		}
+		if err := m.WriteAll([]member.Write{{Offset: off, Data: make([]byte, size)}}); err != nil {
+			fmt.Fprintf(env.Stderr, "mdtool: Could not zero superblock on %s\n", dev)
+			return 1
+		}
+		if pass > 8 {
+			fmt.Fprintf(env.Stderr, "mdtool: superblock on %s keeps reappearing\n", dev)
+			return 1
+		}
+	}
+}
+
