@@ -77,4 +77,3 @@ func zeroDevice(env *Env, dev string, force bool) int {
 		}
 	}
 }
-
