@@ -90,8 +90,13 @@ const pageSectors = 4096 / 512
 //   - a device whose own role is RoleJournal needs FeatureJournal
 //     (ErrJournalRole).
 //
-// Rules that need the device size are in CheckDevice; rules that compare
-// members with each other (set_uuid, events) are the caller's.
+// The last two groups come from super_1_validate. Linux 6.1 kicks a member
+// that breaks them, except the freshest member of an array being
+// assembled, whose validate result analyze_sbs ignores; they are reported
+// all the same. The load rules were checked against the real kernel
+// (TestKernelAcceptance). Rules that need the device size are in
+// CheckDevice; rules that compare members with each other (set_uuid,
+// events) are the caller's.
 func Parse(b []byte) (*Superblock, error) {
 	if len(b) < HeaderSize {
 		return nil, ErrShort
