@@ -1,0 +1,827 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"mdtool/bitmap"
+	"mdtool/engine/layout"
+	"mdtool/superblock"
+)
+
+// RMWPolicy is md's rmw_level: how partial-stripe writes of raid4/5 pick
+// between read-modify-write and reconstruct-write.
+type RMWPolicy int
+
+const (
+	// RMWEnable picks whichever needs fewer member reads, reconstruct-write
+	// on a tie (md PARITY_ENABLE_RMW, the default).
+	RMWEnable RMWPolicy = iota
+	// RMWDisable always uses reconstruct-write (PARITY_DISABLE_RMW).
+	RMWDisable
+	// RMWPrefer uses read-modify-write unless it is impossible or needs
+	// more reads (PARITY_PREFER_RMW: read-modify-write on a tie).
+	RMWPrefer
+)
+
+// Options tune Open.
+type Options struct {
+	// Minor is the superblock minor version to look for (0, 1, 2), or -1
+	// to try all as mdadm does. The zero value means 2 is NOT assumed:
+	// use -1 or set it explicitly.
+	Minor int
+	// ReadOnly refuses writes and never touches the metadata.
+	ReadOnly bool
+	// Force starts a dirty degraded raid4/5/6, which md refuses unless
+	// start_dirty_degraded is set (data may be silently wrong).
+	Force bool
+	// MaxRequest is the largest member-set request in bytes, default
+	// 1 MiB; the engine rounds it to a multiple of the full stripe
+	// (at least one).
+	MaxRequest int64
+	// SafeModeDelay is md's safe_mode_delay: how long after the last
+	// write the array is marked clean again. Default 200 ms; negative:
+	// only on Close.
+	SafeModeDelay time.Duration
+	// NoDaemon disables the background goroutine (safe mode and bitmap
+	// daemon); call Tick instead.
+	NoDaemon bool
+	// RMW selects the partial-stripe write strategy of raid4/5.
+	RMW RMWPolicy
+	// Clock replaces time.Now (tests).
+	Clock func() time.Time
+	// Logf receives kernel-log-like messages (member failures, repairs).
+	Logf func(format string, args ...any)
+	// NewBitmap builds the write-intent bitmap runtime of arrays with an
+	// internal bitmap. nil: a runtime that never marks bits (only for
+	// tests; the kernel will then not resync what was written before a
+	// crash).
+	NewBitmap func(cfg BitmapConfig, t BitmapTarget) (writeIntentRuntime, error)
+}
+
+// DefaultOptions returns the options of a normal open: any minor version,
+// read-write, 1 MiB requests, 200 ms safe mode delay.
+func DefaultOptions() Options {
+	return Options{Minor: -1}
+}
+
+// member is one device of the array.
+type member struct {
+	dev         Device
+	index       int // position in the devices given to Open
+	role        int // -1 for a spare
+	ls          *loadedSuper
+	dataOff     int64 // bytes
+	lbs         int64
+	state       atomic.Uint32 // MemberState
+	recovery    atomic.Uint64 // member sectors valid while Recovering
+	pending     atomic.Int64  // reads in flight (raid1/10 read balancing)
+	corrected   atomic.Uint32
+	writeMostly bool
+	failFast    bool
+	sbEvents    uint64 // events of the superblock last written/read
+	memory      bool   // the device works at memory speed
+}
+
+func (m *member) State() MemberState { return MemberState(m.state.Load()) }
+
+// readable says whether member sectors [s, s+n) hold valid data.
+func (m *member) readable(s, n uint64) bool {
+	if m == nil {
+		return false
+	}
+	switch MemberState(m.state.Load()) {
+	case InSync:
+		return true
+	case Recovering:
+		return s+n <= m.recovery.Load()
+	}
+	return false
+}
+
+// writable says whether writes go to the member at all.
+func (m *member) writable() bool {
+	if m == nil {
+		return false
+	}
+	st := MemberState(m.state.Load())
+	return st == InSync || st == Recovering
+}
+
+// Array is an assembled md array. All methods are safe for concurrent use.
+type Array struct {
+	opts    Options
+	geo     layout.Geometry
+	striped *layout.Striped
+	level   layout.Level
+	n       int
+	roles   []*member // by role, nil = missing
+	all     []*member // every device given to Open that took part
+	devs    []Device
+	size    int64 // bytes
+	block   int64 // logical block size of the array, bytes
+	unit    int64 // split unit (full stripe) in bytes, 0 = none
+	maxReq  int64
+	lockSec uint64 // lock region size in sectors for raid1/10
+	pers    personality
+	locks   rangeLocks
+	bm      writeIntent
+	hasBM   bool
+	meta    metaState
+	stats   engineStats
+
+	inflight atomic.Int64
+	closed   atomic.Bool
+	drained  chan struct{}
+	cancel   context.CancelFunc
+	done     chan struct{}
+	closeMu  sync.Mutex
+	isClosed bool
+	uuid     [16]byte
+	failed   atomic.Bool
+}
+
+// Open assembles the array whose members are devs (in any order; spares
+// and stale members are recognised from their superblocks).
+func Open(devs []Device, opts Options) (*Array, error) {
+	if opts.MaxRequest <= 0 {
+		opts.MaxRequest = 1 << 20
+	}
+	if opts.SafeModeDelay == 0 {
+		opts.SafeModeDelay = 200 * time.Millisecond
+	}
+	if opts.Clock == nil {
+		opts.Clock = time.Now
+	}
+	if opts.Logf == nil {
+		opts.Logf = func(string, ...any) {}
+	}
+	as, err := assemble(devs, opts.Minor)
+	if err != nil {
+		return nil, err
+	}
+	ref := as.ref.sb
+	a := &Array{opts: opts, devs: devs, n: int(ref.RaidDisks), drained: make(chan struct{}, 1), uuid: ref.SetUUID}
+	a.level = layout.Level(ref.Level)
+	p := layout.Params{
+		Level:            a.level,
+		Layout:           int(ref.Layout),
+		ChunkSectors:     uint64(ref.ChunkSize),
+		RaidDisks:        a.n,
+		ComponentSectors: ref.Size,
+	}
+	if a.level == layout.RAID0 && ref.FeatureMap&superblock.FeatureRAID0Layout == 0 {
+		p.Layout = -1
+	}
+	a.roles = make([]*member, a.n)
+	mk := func(i, role int) *member {
+		ls := as.supers[i]
+		m := &member{dev: devs[i], index: i, role: role, ls: ls, dataOff: int64(ls.sb.DataOffset) * 512,
+			lbs: int64(devs[i].Geometry().LogicalBlock), sbEvents: ls.sb.Events, memory: devs[i].Geometry().Memory}
+		m.writeMostly = ls.sb.DevFlags&superblock.DevFlagWriteMostly != 0
+		m.failFast = ls.sb.DevFlags&superblock.DevFlagFailFast != 0
+		m.corrected.Store(ls.sb.CntCorrectedRead)
+		if m.lbs < 512 {
+			m.lbs = 512
+		}
+		a.all = append(a.all, m)
+		return m
+	}
+	for role, i := range as.roleDev {
+		if i < 0 {
+			continue
+		}
+		m := mk(i, role)
+		sb := as.supers[i].sb
+		if sb.FeatureMap&superblock.FeatureRecoveryOffset != 0 {
+			m.state.Store(uint32(Recovering))
+			m.recovery.Store(sb.RecoveryOffset)
+		} else {
+			m.state.Store(uint32(InSync))
+		}
+		a.roles[role] = m
+	}
+	for _, i := range as.spares {
+		m := mk(i, -1)
+		m.state.Store(uint32(Spare))
+	}
+	if a.level == layout.Linear || a.level == layout.RAID0 {
+		p.DevSectors = make([]uint64, a.n)
+		for r, m := range a.roles {
+			if m == nil {
+				return nil, fmt.Errorf("%w: %v needs every member, role %d is missing", ErrFailed, a.level, r)
+			}
+			p.DevSectors[r] = m.ls.sb.DataSize
+		}
+	}
+	a.geo, err = layout.New(p)
+	if err != nil {
+		return nil, err
+	}
+	if s, ok := a.geo.(*layout.Striped); ok {
+		a.striped = s
+	}
+	a.size = int64(a.geo.ArraySectors()) * 512
+	a.block = 512
+	for _, m := range a.all {
+		if m.lbs > a.block {
+			a.block = m.lbs
+		}
+	}
+	a.unit = int64(a.geo.IOOpt())
+	switch a.level {
+	case layout.RAID1:
+		a.lockSec = 2048
+	case layout.RAID10:
+		a.lockSec = a.geo.IOOpt() >> 9
+	}
+	if a.unit > 0 {
+		a.maxReq = opts.MaxRequest / a.unit * a.unit
+		if a.maxReq < a.unit {
+			a.maxReq = a.unit
+		}
+	} else {
+		a.maxReq = opts.MaxRequest
+	}
+	for _, m := range a.all {
+		// The member must hold the data area.
+		need := m.dataOff
+		if m.role >= 0 {
+			need += int64(a.geo.DevSectors(m.role)) * 512
+		}
+		if need > m.dev.Geometry().Size {
+			return nil, fmt.Errorf("engine: device %d is too small for its data area", m.index)
+		}
+	}
+	if err := a.checkRedundancy(); err != nil {
+		return nil, err
+	}
+	a.meta.events = ref.Events
+	a.meta.recoveryCP = ref.ResyncOffset
+	a.meta.inSync = ref.ResyncOffset == superblock.MaxSector
+	if a.meta.inSync || !a.redundant() {
+		a.meta.inSync = true
+		a.meta.state.Store(stateClean)
+	}
+	if !a.meta.inSync && a.degraded() > 0 && a.striped != nil && !opts.Force {
+		return nil, fmt.Errorf("%w: cannot start dirty degraded array (use Force)", ErrFailed)
+	}
+	a.bm = noBitmap{}
+	if ref.FeatureMap&superblock.FeatureBitmapOffset != 0 && a.redundant() {
+		if err := a.openBitmap(as); err != nil {
+			return nil, err
+		}
+	}
+	switch {
+	case a.striped != nil:
+		a.pers = &stripedPers{a: a, g: a.striped, r6: a.level == layout.RAID6}
+	default:
+		a.pers = &mappedPers{a: a}
+	}
+	if !opts.NoDaemon && !opts.ReadOnly {
+		ctx, cancel := context.WithCancel(context.Background())
+		a.cancel = cancel
+		a.done = make(chan struct{})
+		go a.daemon(ctx)
+	}
+	return a, nil
+}
+
+// redundant says whether the level has redundancy (and so a clean/active
+// state, a bitmap and superblock updates on write).
+func (a *Array) redundant() bool {
+	switch a.level {
+	case layout.RAID1, layout.RAID4, layout.RAID5, layout.RAID6, layout.RAID10:
+		return true
+	}
+	return false
+}
+
+// degraded counts roles without an in-sync member (md's mddev->degraded).
+func (a *Array) degraded() int {
+	d := 0
+	for _, m := range a.roles {
+		if m == nil || m.State() != InSync {
+			d++
+		}
+	}
+	return d
+}
+
+// maxDegraded is how many roles the level can lose.
+func (a *Array) maxDegraded() int {
+	switch a.level {
+	case layout.RAID1:
+		return a.n - 1
+	case layout.RAID4, layout.RAID5:
+		return 1
+	case layout.RAID6:
+		return 2
+	}
+	return 0
+}
+
+// checkRedundancy fails when the working members cannot serve every
+// sector.
+func (a *Array) checkRedundancy() error {
+	working := func(r int) bool {
+		m := a.roles[r]
+		return m != nil && m.State() != Faulty
+	}
+	switch a.level {
+	case layout.RAID10:
+		// Every chunk needs one working copy. Copy patterns repeat
+		// within the first raid_disks × copies chunks.
+		c := a.geo.ChunkSectors()
+		locs := make([]layout.Loc, a.geo.MaxCopies())
+		limit := uint64(a.n*a.geo.MaxCopies()) * 2
+		for i := uint64(0); i < limit && i*c < a.geo.ArraySectors(); i++ {
+			locs, _ = a.geo.Map(i*c, locs)
+			ok := false
+			for _, l := range locs {
+				if working(l.Role) {
+					ok = true
+				}
+			}
+			if !ok {
+				return fmt.Errorf("%w: no working copy of chunk %d", ErrFailed, i)
+			}
+		}
+		return nil
+	case layout.RAID0, layout.Linear:
+		for r := range a.roles {
+			if !working(r) {
+				return fmt.Errorf("%w: role %d", ErrFailed, r)
+			}
+		}
+		return nil
+	}
+	bad := 0
+	for r := range a.roles {
+		if !working(r) {
+			bad++
+		}
+	}
+	if bad > a.maxDegraded() || bad == a.n {
+		return fmt.Errorf("%w: %d of %d members missing or faulty", ErrFailed, bad, a.n)
+	}
+	return nil
+}
+
+// Size is the array size in bytes.
+func (a *Array) Size() int64 { return a.size }
+
+// BlockSize is the logical block size: requests must be aligned to it.
+func (a *Array) BlockSize() int64 { return a.block }
+
+// IOOpt is the optimal request size (full stripe) in bytes, 0 if none.
+func (a *Array) IOOpt() int64 { return a.unit }
+
+// IOMin is the minimum efficient request size (chunk) in bytes, 0 if none.
+func (a *Array) IOMin() int64 { return int64(a.geo.IOMin()) }
+
+// Geometry is the array's data layout.
+func (a *Array) Geometry() layout.Geometry { return a.geo }
+
+// UUID is the array UUID.
+func (a *Array) UUID() [16]byte { return a.uuid }
+
+// MemberInfo describes one member.
+type MemberInfo struct {
+	Device         int // index in the devices given to Open, -1 when missing
+	Role           int // -1 for spares
+	State          MemberState
+	RecoveryOffset uint64 // member sectors, while Recovering
+	WriteMostly    bool
+	Events         uint64 // of its superblock as last written or read
+	CorrectedReads uint32
+}
+
+// Members describes each role (Missing when no device) followed by the
+// spares.
+func (a *Array) Members() []MemberInfo {
+	var out []MemberInfo
+	for r, m := range a.roles {
+		if m == nil {
+			out = append(out, MemberInfo{Device: -1, Role: r, State: Missing})
+			continue
+		}
+		out = append(out, a.info(m))
+	}
+	for _, m := range a.all {
+		if m.role < 0 {
+			out = append(out, a.info(m))
+		}
+	}
+	return out
+}
+
+func (a *Array) info(m *member) MemberInfo {
+	a.meta.mu.Lock()
+	ev := m.sbEvents
+	a.meta.mu.Unlock()
+	return MemberInfo{Device: m.index, Role: m.role, State: m.State(), RecoveryOffset: m.recovery.Load(),
+		WriteMostly: m.writeMostly, Events: ev, CorrectedReads: m.corrected.Load()}
+}
+
+// Events is the current event count.
+func (a *Array) Events() uint64 {
+	a.meta.mu.Lock()
+	defer a.meta.mu.Unlock()
+	return a.meta.events
+}
+
+// Clean reports md's in_sync: no write is pending since the superblocks
+// were last marked clean.
+func (a *Array) Clean() bool {
+	a.meta.mu.Lock()
+	defer a.meta.mu.Unlock()
+	return a.meta.inSync
+}
+
+// Degraded is the number of roles without an in-sync member.
+func (a *Array) Degraded() int { return a.degraded() }
+
+func (a *Array) enter() error {
+	a.inflight.Add(1)
+	if a.closed.Load() {
+		a.leave()
+		return ErrClosed
+	}
+	return nil
+}
+
+func (a *Array) leave() {
+	if a.inflight.Add(-1) == 0 && a.closed.Load() {
+		select {
+		case a.drained <- struct{}{}:
+		default:
+		}
+	}
+}
+
+func (a *Array) checkIO(n int, off int64) error {
+	if off%a.block != 0 || int64(n)%a.block != 0 {
+		return ErrAlignment
+	}
+	return checkRange(off, int64(n), a.size)
+}
+
+// ReadAt reads len(p) bytes at off. off and len(p) must be multiples of
+// BlockSize.
+func (a *Array) ReadAt(p []byte, off int64) (int, error) {
+	if err := a.checkIO(len(p), off); err != nil {
+		return 0, err
+	}
+	if err := a.enter(); err != nil {
+		return 0, err
+	}
+	defer a.leave()
+	done := int64(0)
+	err := a.pieces(off, int64(len(p)), func(o, n int64, full bool) error {
+		err := a.pers.read(p[o-off:o-off+n], uint64(o>>9))
+		if err == nil {
+			done = o - off + n
+		}
+		return err
+	})
+	return int(done), err
+}
+
+// WriteAt writes p at off. off and len(p) must be multiples of BlockSize.
+func (a *Array) WriteAt(p []byte, off int64) (int, error) {
+	return a.write(p, off, false)
+}
+
+// WriteAtFUA writes p at off and returns once it is durable on the
+// members (forced unit access).
+func (a *Array) WriteAtFUA(p []byte, off int64) (int, error) {
+	return a.write(p, off, true)
+}
+
+func (a *Array) write(p []byte, off int64, fua bool) (int, error) {
+	if a.opts.ReadOnly {
+		return 0, ErrReadOnly
+	}
+	if err := a.checkIO(len(p), off); err != nil {
+		return 0, err
+	}
+	if err := a.enter(); err != nil {
+		return 0, err
+	}
+	defer a.leave()
+	if len(p) == 0 {
+		return 0, nil
+	}
+	if err := a.writeStart(); err != nil {
+		return 0, err
+	}
+	defer a.writeEnd()
+	done := int64(0)
+	err := a.pieces(off, int64(len(p)), func(o, n int64, full bool) error {
+		err := a.pers.write(p[o-off:o-off+n], uint64(o>>9), full, fua)
+		if err == nil {
+			done = o - off + n
+		}
+		return err
+	})
+	return int(done), err
+}
+
+// pieces splits [off, off+n) at full-stripe boundaries: an unaligned head
+// up to the next boundary, then the largest multiples of full stripes that
+// fit the maximum request size, then the tail.
+func (a *Array) pieces(off, n int64, fn func(o, n int64, full bool) error) error {
+	var sp splitter
+	sp.init(off, n, a.unit, a.maxReq)
+	for {
+		o, l, full, ok := sp.next()
+		if !ok {
+			return nil
+		}
+		if err := fn(o, l, full); err != nil {
+			return err
+		}
+	}
+}
+
+// splitter yields the pieces of a request; see Array.pieces.
+type splitter struct {
+	off, end, unit, max int64
+}
+
+func (s *splitter) init(off, n, unit, max int64) {
+	s.off, s.end, s.unit, s.max = off, off+n, unit, max
+	if s.max <= 0 {
+		s.max = 1 << 20
+	}
+}
+
+// next returns the next piece; full reports a whole number of units.
+func (s *splitter) next() (off, n int64, full, ok bool) {
+	if s.off >= s.end {
+		return 0, 0, false, false
+	}
+	off = s.off
+	rem := s.end - s.off
+	if s.unit <= 0 {
+		n = min(rem, s.max)
+	} else if r := off % s.unit; r != 0 {
+		n = min(rem, s.unit-r) // head
+	} else if rem >= s.unit {
+		maxFull := s.max / s.unit * s.unit
+		if maxFull < s.unit {
+			maxFull = s.unit
+		}
+		n = min(rem/s.unit*s.unit, maxFull)
+		full = true
+	} else {
+		n = rem // tail
+	}
+	s.off += n
+	return off, n, full, true
+}
+
+// Flush makes every completed write durable on every working member.
+func (a *Array) Flush() error {
+	if err := a.enter(); err != nil {
+		return err
+	}
+	defer a.leave()
+	return a.flushMembers()
+}
+
+func (a *Array) flushMembers() error {
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var errs []error
+	for _, m := range a.all {
+		if !m.writable() {
+			continue
+		}
+		wg.Add(1)
+		go func(m *member) {
+			defer wg.Done()
+			if err := m.dev.Flush(); err != nil {
+				a.memberError(m, err, true)
+				mu.Lock()
+				errs = append(errs, err)
+				mu.Unlock()
+			}
+		}(m)
+	}
+	wg.Wait()
+	if a.failed.Load() {
+		return errors.Join(append(errs, ErrFailed)...)
+	}
+	return nil
+}
+
+// Discard tells the array a range is unused. Like md, raid4/5/6 discard
+// only whole stripes (and only when every member discards to zeroes, so
+// parity stays valid); other levels pass the discard to the members.
+func (a *Array) Discard(off, n int64) error {
+	return a.zeroOrDiscard(off, n, true)
+}
+
+// WriteZeroes zeroes a range.
+func (a *Array) WriteZeroes(off, n int64) error {
+	return a.zeroOrDiscard(off, n, false)
+}
+
+func (a *Array) zeroOrDiscard(off, n int64, discard bool) error {
+	if a.opts.ReadOnly {
+		return ErrReadOnly
+	}
+	if off%a.block != 0 || n%a.block != 0 {
+		return ErrAlignment
+	}
+	if err := checkRange(off, n, a.size); err != nil {
+		return err
+	}
+	if err := a.enter(); err != nil {
+		return err
+	}
+	defer a.leave()
+	if n == 0 {
+		return nil
+	}
+	if err := a.writeStart(); err != nil {
+		return err
+	}
+	defer a.writeEnd()
+	return a.pieces(off, n, func(o, l int64, full bool) error {
+		return a.pers.zero(uint64(o>>9), uint64(l>>9), full, discard)
+	})
+}
+
+// Close marks the array clean (when it was written), flushes, and closes
+// the member devices.
+func (a *Array) Close() error {
+	a.closeMu.Lock()
+	defer a.closeMu.Unlock()
+	if a.isClosed {
+		return ErrClosed
+	}
+	a.isClosed = true
+	a.closed.Store(true)
+	if a.inflight.Load() > 0 {
+		for a.inflight.Load() > 0 {
+			select {
+			case <-a.drained:
+			case <-time.After(10 * time.Millisecond):
+			}
+		}
+	}
+	if a.cancel != nil {
+		a.cancel()
+		<-a.done
+	}
+	var errs []error
+	if !a.opts.ReadOnly {
+		if err := a.stopWrites(); err != nil {
+			errs = append(errs, err)
+		}
+		if err := a.flushMembers(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	for _, d := range a.devs {
+		if err := d.Close(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Tick runs one step of the background work (safe mode, bitmap daemon)
+// for arrays opened with NoDaemon.
+func (a *Array) Tick() error {
+	now := a.opts.Clock()
+	a.safeMode(now)
+	return a.bm.Tick(now)
+}
+
+func (a *Array) daemon(ctx context.Context) {
+	defer close(a.done)
+	period := a.opts.SafeModeDelay / 4
+	if period <= 0 || period > 250*time.Millisecond {
+		period = 250 * time.Millisecond
+	}
+	if period < 5*time.Millisecond {
+		period = 5 * time.Millisecond
+	}
+	t := time.NewTicker(period)
+	defer t.Stop()
+	var bmErrLogged bool
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		now := a.opts.Clock()
+		a.safeMode(now)
+		if err := a.bm.Tick(now); err != nil && !bmErrLogged {
+			a.opts.Logf("md: bitmap daemon: %v", err)
+			bmErrLogged = true
+		}
+	}
+}
+
+// memberError handles an I/O error of m. A write error (or a flush error)
+// makes the member faulty; the superblocks of the others record it. It
+// returns false when the array can no longer serve I/O.
+func (a *Array) memberError(m *member, err error, write bool) bool {
+	if !write {
+		// Read errors are handled by the callers (reconstruct and
+		// rewrite); a read error that cannot be repaired becomes a write
+		// error there.
+		return true
+	}
+	return a.failMember(m, err)
+}
+
+// Fail marks the member in role faulty, like `mdadm --fail`.
+func (a *Array) Fail(role int) error {
+	if role < 0 || role >= a.n || a.roles[role] == nil {
+		return fmt.Errorf("engine: no member in role %d", role)
+	}
+	if a.opts.ReadOnly {
+		return ErrReadOnly
+	}
+	a.failMember(a.roles[role], errors.New("marked faulty"))
+	return nil
+}
+
+// failMember marks m faulty and records it in the other superblocks. md
+// refuses to fail the last working copy of raid1/raid10 data; then the
+// error goes to the caller instead.
+func (a *Array) failMember(m *member, cause error) bool {
+	a.meta.mu.Lock()
+	defer a.meta.mu.Unlock()
+	st := m.State()
+	if st == Faulty {
+		return !a.failed.Load()
+	}
+	if !a.redundant() {
+		a.failed.Store(true)
+		a.opts.Logf("md: %v: member %d failed: %v; array broken", a.level, m.index, cause)
+		return false
+	}
+	if st == InSync && (a.level == layout.RAID1 || a.level == layout.RAID10) {
+		m.state.Store(uint32(Faulty))
+		if a.checkRedundancy() != nil {
+			m.state.Store(uint32(st))
+			a.opts.Logf("md: %v: not failing member %d, it holds the last copy: %v", a.level, m.index, cause)
+			return true
+		}
+		m.state.Store(uint32(st))
+	}
+	m.state.Store(uint32(Faulty))
+	a.opts.Logf("md/%v: Disk failure on device %d (role %d), disabling device. Operation continuing on %d devices.",
+		a.level, m.index, m.role, a.n-a.degraded())
+	if a.checkRedundancy() != nil {
+		a.failed.Store(true)
+	}
+	if !a.opts.ReadOnly {
+		a.meta.changeDevs = true
+		if err := a.updateSuperLocked(true); err != nil {
+			a.opts.Logf("md: superblock update after failure: %v", err)
+		}
+	}
+	return !a.failed.Load()
+}
+
+// openBitmap reads the bitmap of the freshest in-sync member and starts the
+// write-intent runtime.
+func (a *Array) openBitmap(as *assembly) error {
+	var src *member
+	for _, m := range a.roles {
+		if m != nil && m.State() == InSync && (src == nil || m.ls.sb.Events > src.ls.sb.Events) {
+			src = m
+		}
+	}
+	if src == nil {
+		return fmt.Errorf("%w: no in-sync member to read the bitmap from", ErrFailed)
+	}
+	h, area, err := readBitmap(src.dev, src.ls)
+	if err != nil {
+		return fmt.Errorf("engine: bitmap: %w", err)
+	}
+	a.hasBM = true
+	if a.opts.NewBitmap == nil {
+		return nil
+	}
+	cfg := BitmapConfig{Header: *h, Bits: area[bitmap.HeaderSize:], Clock: a.opts.Clock}
+	rt, err := a.opts.NewBitmap(cfg, bitmapTarget{a})
+	if err != nil {
+		return err
+	}
+	a.bm = rt
+	return nil
+}

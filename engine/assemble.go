@@ -1,0 +1,217 @@
+package engine
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+
+	"mdtool/bitmap"
+	"mdtool/superblock"
+)
+
+// loadedSuper is a v1 superblock read from a device.
+type loadedSuper struct {
+	minor  int
+	offset uint64 // superblock sector
+	raw    []byte // the 4 KiB area as read
+	sb     *superblock.Superblock
+	err    error // what Parse objected to
+}
+
+// ErrNoSuperblock: a device has no v1.x md superblock.
+var ErrNoSuperblock = errors.New("engine: no md superblock")
+
+// loadSuper finds the v1.x superblock of d the way mdadm's load_super1
+// does: minor < 0 tries 1.0, 1.1 and 1.2 and keeps the latest ctime.
+func loadSuper(d Device, minor int) (*loadedSuper, error) {
+	sectors := uint64(d.Geometry().Size) >> 9
+	var best *loadedSuper
+	for mi := 0; mi <= 2; mi++ {
+		if minor >= 0 && mi != minor {
+			continue
+		}
+		off, err := superblock.Offset(mi, sectors)
+		if err != nil {
+			return nil, err
+		}
+		raw := make([]byte, superblock.AreaSize)
+		if err := readFull(d, raw, int64(off)*512); err != nil {
+			return nil, fmt.Errorf("cannot read superblock: %w", err)
+		}
+		sb, perr := superblock.Parse(raw)
+		if sb == nil || sb.MajorVersion != 1 || sb.SuperOffset != off {
+			continue
+		}
+		if best == nil || uint64(best.sb.CTime) < uint64(sb.CTime) {
+			best = &loadedSuper{minor: mi, offset: off, raw: raw, sb: sb, err: perr}
+		}
+	}
+	if best == nil {
+		return nil, ErrNoSuperblock
+	}
+	return best, nil
+}
+
+// readFull reads len(p) bytes at off, through an aligned bounce buffer
+// when the device's logical block is larger than the request's alignment.
+func readFull(d Device, p []byte, off int64) error {
+	lb := int64(d.Geometry().LogicalBlock)
+	if lb <= 512 || (off%lb == 0 && int64(len(p))%lb == 0) {
+		_, err := d.ReadAt(p, off)
+		return err
+	}
+	start := off / lb * lb
+	end := (off + int64(len(p)) + lb - 1) / lb * lb
+	b := getBuf(int(end - start))
+	defer putBuf(b)
+	if _, err := d.ReadAt(b.b, start); err != nil {
+		return err
+	}
+	copy(p, b.b[off-start:])
+	return nil
+}
+
+// Member states.
+type MemberState uint8
+
+const (
+	// InSync: an active member with all data valid.
+	InSync MemberState = iota
+	// Recovering: an active member being rebuilt; data below its recovery
+	// offset is valid.
+	Recovering
+	// Spare: a member with no role.
+	Spare
+	// Faulty: a member that failed; it gets no I/O.
+	Faulty
+	// Missing: a role without a device.
+	Missing
+)
+
+func (s MemberState) String() string {
+	switch s {
+	case InSync:
+		return "in_sync"
+	case Recovering:
+		return "recovering"
+	case Spare:
+		return "spare"
+	case Faulty:
+		return "faulty"
+	case Missing:
+		return "missing"
+	}
+	return fmt.Sprintf("MemberState(%d)", int(s))
+}
+
+// ErrMismatch: the devices do not belong to one array.
+var ErrMismatch = errors.New("engine: devices are not members of the same array")
+
+// ErrUnsupported: the array uses a feature the engine cannot run.
+var ErrUnsupported = errors.New("engine: unsupported array")
+
+// assembly is the outcome of matching the superblocks.
+type assembly struct {
+	ref     *loadedSuper
+	supers  []*loadedSuper // per device
+	roleDev []int          // per role: device index or -1
+	spares  []int          // device indexes
+	stale   []int          // device indexes left out (too old, faulty, duplicate)
+}
+
+// assemble decides, like mdadm --assemble plus the kernel's
+// super_1_validate, which device plays which role.
+func assemble(devs []Device, minor int) (*assembly, error) {
+	if len(devs) == 0 {
+		return nil, errors.New("engine: no devices")
+	}
+	as := &assembly{supers: make([]*loadedSuper, len(devs))}
+	for i, d := range devs {
+		ls, err := loadSuper(d, minor)
+		if err != nil {
+			return nil, fmt.Errorf("device %d: %w", i, err)
+		}
+		as.supers[i] = ls
+		if as.ref == nil || ls.sb.Events > as.ref.sb.Events {
+			as.ref = ls
+		}
+	}
+	ref := as.ref.sb
+	for i, ls := range as.supers {
+		if !bytes.Equal(ls.sb.SetUUID[:], ref.SetUUID[:]) {
+			return nil, fmt.Errorf("%w: device %d has array UUID %s, expected %s", ErrMismatch, i,
+				superblock.FormatUUID(ls.sb.SetUUID), superblock.FormatUUID(ref.SetUUID))
+		}
+	}
+	if ref.FeatureMap&(superblock.FeatureReshapeActive|superblock.FeatureJournal|superblock.FeaturePPL|
+		superblock.FeatureMultiplePPLs|superblock.FeatureClustered) != 0 {
+		return nil, fmt.Errorf("%w: feature map 0x%x (reshape, journal, PPL or cluster)", ErrUnsupported, ref.FeatureMap)
+	}
+	n := int(ref.RaidDisks)
+	as.roleDev = make([]int, n)
+	for r := range as.roleDev {
+		as.roleDev[r] = -1
+	}
+	for i, ls := range as.supers {
+		sb := ls.sb
+		own := sb.Role()
+		refRole := uint16(superblock.RoleSpare)
+		if uint64(sb.DevNumber) < uint64(len(ref.DevRoles)) {
+			refRole = ref.DevRoles[sb.DevNumber]
+		}
+		switch {
+		case own == superblock.RoleSpare && refRole == superblock.RoleSpare:
+			as.spares = append(as.spares, i)
+			continue
+		case !superblock.ActiveRole(own) || int(own) >= n:
+			as.stale = append(as.stale, i)
+			continue
+		case sb.Events+1 < ref.Events:
+			// kernel: "Insist on good event counter while assembling"
+			as.stale = append(as.stale, i)
+			continue
+		case refRole != own && ls != as.ref:
+			// The freshest superblock says this device is faulty, a spare
+			// or in another role: mdadm leaves it out.
+			as.stale = append(as.stale, i)
+			continue
+		}
+		if j := as.roleDev[own]; j >= 0 {
+			// Two devices claim a role: keep the fresher, prefer a
+			// non-replacement.
+			o := as.supers[j].sb
+			if o.Events > sb.Events || (o.Events == sb.Events && sb.FeatureMap&superblock.FeatureReplacement != 0) {
+				as.stale = append(as.stale, i)
+				continue
+			}
+			as.stale = append(as.stale, j)
+		}
+		as.roleDev[own] = i
+	}
+	return as, nil
+}
+
+// readBitmap reads the bitmap header and bits from a member.
+func readBitmap(d Device, ls *loadedSuper) (*bitmap.Header, []byte, error) {
+	off := (int64(ls.offset) + int64(ls.sb.BitmapOffset)) * 512
+	head := make([]byte, 512)
+	if err := readFull(d, head, off); err != nil {
+		return nil, nil, err
+	}
+	h, err := bitmap.Parse(head)
+	if h == nil {
+		return nil, nil, err
+	}
+	if err != nil {
+		return h, nil, err
+	}
+	n := int64(h.Bytes())
+	area := make([]byte, (n+4095)&^4095)
+	if off+int64(len(area)) > d.Geometry().Size {
+		area = area[:d.Geometry().Size-off]
+	}
+	if err := readFull(d, area, off); err != nil {
+		return h, nil, err
+	}
+	return h, area, nil
+}

@@ -1,0 +1,164 @@
+package engine
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+
+	"mdtool/engine/layout"
+)
+
+// ErrDegradedCheck: check/repair needs every member.
+var ErrDegradedCheck = errors.New("engine: check needs a non-degraded array")
+
+const checkPage = 8 // sectors compared at a time, like md's STRIPE_SECTORS
+
+// Check scrubs the array like `echo check > sync_action`: it reads every
+// stripe (every copy) under the stripe lock, recomputes parity (compares
+// copies) and returns md's mismatch_cnt: the number of sectors in 4 KiB
+// units that disagree. With repair it rewrites parity (or copies the first
+// in-sync copy over the others), like `echo repair`.
+func (a *Array) Check(ctx context.Context, repair bool) (uint64, error) {
+	if err := a.enter(); err != nil {
+		return 0, err
+	}
+	defer a.leave()
+	if repair && a.opts.ReadOnly {
+		return 0, ErrReadOnly
+	}
+	if a.degraded() > 0 {
+		return 0, ErrDegradedCheck
+	}
+	switch {
+	case a.striped != nil:
+		return a.checkStriped(ctx, repair)
+	case a.level == layout.RAID1 || a.level == layout.RAID10:
+		return a.checkMirrors(ctx, repair)
+	}
+	return 0, fmt.Errorf("engine: %v has no redundancy to check", a.level)
+}
+
+func (a *Array) checkStriped(ctx context.Context, repair bool) (uint64, error) {
+	sp := a.pers.(*stripedPers)
+	g := sp.g
+	c := g.ChunkSectors()
+	size := int(c) << 9
+	var mismatches uint64
+	for stripe := uint64(0); stripe < g.Stripes(); stripe++ {
+		if err := ctx.Err(); err != nil {
+			return mismatches, err
+		}
+		a.lockStripe(stripe, 0, c)
+		w := sp.work()
+		g.Row(stripe, &w.row)
+		row := &w.row
+		for d, role := range row.Data {
+			w.db[d] = w.alloc(size)
+			m := a.roles[role]
+			w.ol.add(m, false, m.dataOff+int64(row.Sector)<<9, w.db[d], role)
+		}
+		oldP := w.alloc(size)
+		mp := a.roles[row.P]
+		w.ol.add(mp, false, mp.dataOff+int64(row.Sector)<<9, oldP, row.P)
+		var oldQ []byte
+		if sp.r6 {
+			oldQ = w.alloc(size)
+			mq := a.roles[row.Q]
+			w.ol.add(mq, false, mq.dataOff+int64(row.Sector)<<9, oldQ, row.Q)
+		}
+		err := sp.runReads(w, stripe)
+		if err == nil {
+			w.pb = w.alloc(size)
+			if sp.r6 {
+				w.qb = w.alloc(size)
+			}
+			sp.computeParity(w)
+			bad := false
+			for o := 0; o < size; o += checkPage << 9 {
+				e := o + checkPage<<9
+				if !bytes.Equal(w.pb[o:e], oldP[o:e]) || (sp.r6 && !bytes.Equal(w.qb[o:e], oldQ[o:e])) {
+					mismatches += checkPage
+					bad = true
+				}
+			}
+			if bad && repair {
+				for _, pr := range [2]struct {
+					role int
+					b    []byte
+				}{{row.P, w.pb}, {row.Q, w.qb}} {
+					if pr.role < 0 {
+						continue
+					}
+					m := a.roles[pr.role]
+					if _, werr := m.dev.WriteAt(pr.b, m.dataOff+int64(row.Sector)<<9); werr != nil {
+						a.failMember(m, werr)
+					}
+				}
+			}
+		}
+		w.release()
+		a.unlockStripe(stripe, 0, c)
+		if err != nil {
+			return mismatches, err
+		}
+	}
+	return mismatches, nil
+}
+
+func (a *Array) checkMirrors(ctx context.Context, repair bool) (uint64, error) {
+	var mismatches uint64
+	total := a.geo.ArraySectors()
+	step := uint64(128) // 64 KiB
+	if c := a.geo.ChunkSectors(); c > 0 && c < step {
+		step = c
+	}
+	locs := make([]layout.Loc, a.geo.MaxCopies())
+	var bufs [][]byte
+	for s := uint64(0); s < total; {
+		if err := ctx.Err(); err != nil {
+			return mismatches, err
+		}
+		var run uint64
+		locs, run = a.geo.Map(s, locs)
+		n := min(run, step, total-s)
+		a.lockRegions(s, n)
+		bufs = bufs[:0]
+		var err error
+		for _, l := range locs {
+			m := a.roles[l.Role]
+			b := make([]byte, n<<9)
+			if _, err = m.dev.ReadAt(b, m.dataOff+int64(l.Sector)<<9); err != nil {
+				break
+			}
+			bufs = append(bufs, b)
+		}
+		if err == nil {
+			for o := uint64(0); o < n; o += checkPage {
+				e := min(o+checkPage, n)
+				for _, b := range bufs[1:] {
+					if !bytes.Equal(bufs[0][o<<9:e<<9], b[o<<9:e<<9]) {
+						mismatches += e - o
+						break
+					}
+				}
+			}
+			if repair {
+				for i, l := range locs[1:] {
+					if !bytes.Equal(bufs[0], bufs[i+1]) {
+						m := a.roles[l.Role]
+						if _, werr := m.dev.WriteAt(bufs[0], m.dataOff+int64(l.Sector)<<9); werr != nil {
+							a.failMember(m, werr)
+						}
+					}
+				}
+			}
+		}
+		a.unlockRegions(s, n)
+		if err != nil {
+			return mismatches, err
+		}
+		s += n
+	}
+	return mismatches, nil
+}
