@@ -3,7 +3,8 @@ package bitmap
 import "fmt"
 
 // Extent is one write of bitmap storage: Len bytes starting Off bytes from
-// the start of the bitmap header (so device byte = Start()*512 + Off).
+// the start of the bitmap header (so the device byte is
+// [WriteGeometry.Start]*512 + Off).
 type Extent struct {
 	Off uint64
 	Len uint64
