@@ -4,38 +4,16 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
-	"os"
-	"path/filepath"
 	"testing"
 )
 
-// seedWindows returns 4 KiB windows starting at every 512-byte aligned
-// "bitm" magic in the files under ../testdata (fixtures are whole member
-// images; the bitmap sits somewhere inside). Files that cannot be read are
-// skipped: the seeds are an extra, the synthetic ones always exist.
+// seedWindows returns the first 4 KiB of every internal bitmap in the
+// fixtures under ../testdata (none when they are absent; the synthetic
+// seeds always exist).
 func seedWindows(t testing.TB) [][]byte {
 	var out [][]byte
-	var files []string
-	for _, pat := range []string{"../testdata/*", "../testdata/*/*", "../testdata/*/*/*"} {
-		m, _ := filepath.Glob(pat)
-		files = append(files, m...)
-	}
-	magic := []byte("bitm")
-	for _, f := range files {
-		st, err := os.Stat(f)
-		if err != nil || !st.Mode().IsRegular() || st.Size() > 256<<20 {
-			continue
-		}
-		b, err := os.ReadFile(f)
-		if err != nil {
-			continue
-		}
-		for off := 0; off+HeaderSize <= len(b) && len(out) < 200; off += 512 {
-			if bytes.Equal(b[off:off+4], magic) {
-				end := min(off+PageSize, len(b))
-				out = append(out, append([]byte(nil), b[off:end]...))
-			}
-		}
+	for _, fb := range fixtureBitmaps(t) {
+		out = append(out, fb.storage[:min(len(fb.storage), PageSize)])
 	}
 	return out
 }
