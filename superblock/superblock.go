@@ -90,8 +90,8 @@ var ErrShort = errors.New("superblock: buffer too short")
 type FormatError struct {
 	Offset int64  // byte offset of the field within the superblock
 	Field  string // C field name, e.g. "sb_csum"
-	Msg    string
-	Err    error // rule sentinel, may be nil
+	Msg    string // what is wrong, e.g. "1b22e475 - expected 1b22e476"
+	Err    error  // rule sentinel, may be nil
 }
 
 // Error formats the error as "superblock: FIELD at offset 0xOFF: MSG".

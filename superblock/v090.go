@@ -69,12 +69,12 @@ func Offset090(devBytes uint64) uint64 {
 
 // Disk090 is a 0.90 disk descriptor (mdp_disk_t, 32 words).
 type Disk090 struct {
-	Number   uint32 // device number in the entire set
-	Major    uint32 // device major number
-	Minor    uint32 // device minor number
-	RaidDisk uint32 // role in the array
-	State    uint32 // Disk090* bits
-	Reserved [27]uint32
+	Number   uint32     // device number in the entire set
+	Major    uint32     // device major number
+	Minor    uint32     // device minor number
+	RaidDisk uint32     // role in the array
+	State    uint32     // Disk090* bits
+	Reserved [27]uint32 // words 5-31, unused
 }
 
 // SuperblockV090 is a decoded mdp_super_t (0.90), all 1024 words. Field
