@@ -130,6 +130,12 @@ type Result struct {
 	// ComponentSectors is the superblock's size field (0 for raid0 and
 	// linear unless --size was given).
 	ComponentSectors uint64
+	// KernelComponentSectors is the component size the md driver uses
+	// and writes back into the superblocks once it runs the array. It
+	// differs from ComponentSectors only for raid10 layouts whose chunk
+	// count does not divide evenly (e.g. f2 on 3 devices with an odd
+	// number of chunks), where the driver trims it.
+	KernelComponentSectors uint64
 	// ArraySizeKiB is the size the md driver gives the array.
 	ArraySizeKiB uint64
 	// DataOffset is the data offset chosen for the array (sectors):
@@ -799,6 +805,10 @@ func Plan(o Options) (*Result, error) {
 		}
 	}
 	r.ArraySizeKiB = arraySizeKiB(r)
+	r.KernelComponentSectors = r.ComponentSectors
+	if level == LevelRAID10 {
+		r.KernelComponentSectors = raid10DevSectors(r.ComponentSectors, chunk*2, layout, raid)
+	}
 	return r, nil
 }
 
@@ -935,26 +945,36 @@ func arraySizeKiB(r *Result) uint64 {
 	return 0
 }
 
-// raid10Sectors is raid10_size(calc_sectors(size)) from the md driver.
-func raid10Sectors(devSectors, chunkSectors uint64, layout uint32, disks int) uint64 {
+// raid10DevSectors is calc_sectors from the md driver: the sectors of
+// each member the raid10 array really uses.
+func raid10DevSectors(devSectors, chunkSectors uint64, layout uint32, disks int) uint64 {
 	near, far, _ := RAID10Copies(layout)
-	if chunkSectors == 0 || near == 0 || far == 0 {
+	if chunkSectors == 0 || near == 0 || far == 0 || disks == 0 {
 		return 0
 	}
 	shift := uint(bits.TrailingZeros64(chunkSectors))
 	rd := uint64(disks)
-	// calc_sectors: chunks in the array, then used chunks per device.
 	size := devSectors >> shift
 	size /= uint64(far)
 	size *= rd
-	size /= uint64(near)
+	size /= uint64(near) // chunks in the array
 	size *= uint64(near * far)
-	size = (size + rd - 1) / rd
-	dev := size << shift
-	// raid10_size
+	size = (size + rd - 1) / rd // used chunks per device, rounded up
+	return size << shift
+}
+
+// raid10Sectors is raid10_size from the md driver, applied to the
+// per-device sectors calc_sectors leaves.
+func raid10Sectors(devSectors, chunkSectors uint64, layout uint32, disks int) uint64 {
+	near, far, _ := RAID10Copies(layout)
+	dev := raid10DevSectors(devSectors, chunkSectors, layout, disks)
+	if dev == 0 {
+		return 0
+	}
+	shift := uint(bits.TrailingZeros64(chunkSectors))
 	s := dev >> shift
 	s /= uint64(far)
-	s *= rd
+	s *= uint64(disks)
 	s /= uint64(near)
 	return s << shift
 }

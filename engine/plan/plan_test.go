@@ -795,6 +795,13 @@ func TestStripedSizes(t *testing.T) {
 			if r.ComponentSectors != tt.wantSize {
 				t.Errorf("component size %d, want %d", r.ComponentSectors, tt.wantSize)
 			}
+			wantKernel := tt.wantSize
+			if tt.name == "raid10 f2 x3 odd" {
+				wantKernel = 194 * 1024 // the driver uses 194 of the 195 chunks
+			}
+			if r.KernelComponentSectors != wantKernel {
+				t.Errorf("kernel component size %d, want %d", r.KernelComponentSectors, wantKernel)
+			}
 			if r.ArraySizeKiB != tt.wantArray {
 				t.Errorf("array %d KiB, want %d", r.ArraySizeKiB, tt.wantArray)
 			}
