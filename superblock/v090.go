@@ -359,3 +359,28 @@ func (sb *SuperblockV090) MarshalWithChecksum() []byte {
 	order090(sb.BigEndian).PutUint32(b[off090Checksum:], sb.Checksum)
 	return b
 }
+
+// CheckDevice checks the 0.90 rule that needs the member's size in bytes,
+// from the kernel's super_90_load: the space before the superblock
+// (Offset090, capped at 2^33-2 sectors for levels other than raid0) must
+// hold size KiB. The kernel compares the level as an unsigned number, so the
+// rule applies to every level but 0 (linear, multipath and faulty included).
+// It returns nil, a *FormatError on size wrapping ErrDataSize, or an error
+// wrapping ErrDeviceTooSmall for a device below MinDevBytes090.
+func (sb *SuperblockV090) CheckDevice(devBytes uint64) error {
+	if devBytes < MinDevBytes090 {
+		return fmt.Errorf("%w: %d bytes, 0.90 metadata needs at least %d", ErrDeviceTooSmall, devBytes, uint64(MinDevBytes090))
+	}
+	if sb.Level == 0 {
+		return nil
+	}
+	sectors := Offset090(devBytes) / 512
+	if sectors >= 2<<32 {
+		sectors = 2<<32 - 2
+	}
+	if sectors < uint64(sb.Size)*2 {
+		return &FormatError{Offset: 0x020, Field: "size", Err: ErrDataSize,
+			Msg: fmt.Sprintf("%d KiB per device, but only %d KiB fit before the superblock", sb.Size, sectors/2)}
+	}
+	return nil
+}

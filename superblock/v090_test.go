@@ -209,3 +209,33 @@ func TestParse090KernelFold(t *testing.T) {
 		t.Errorf("got %v", err)
 	}
 }
+
+func TestCheckDevice090(t *testing.T) {
+	sb := mk090()
+	dev := uint64(100 << 20)
+	sb.Size = uint32(Offset090(dev) >> 10)
+	if err := sb.CheckDevice(dev); err != nil {
+		t.Errorf("exact fit: %v", err)
+	}
+	if err := sb.CheckDevice(dev - 1); err == nil || !errors.Is(err, ErrDataSize) {
+		t.Errorf("one byte smaller device: %v", err)
+	} else if fes := formatErrors(t, err); len(fes) != 1 || fes[0].Field != "size" || fes[0].Offset != 0x20 {
+		t.Errorf("error %v", err)
+	}
+	if err := sb.CheckDevice(MinDevBytes090 - 1); !errors.Is(err, ErrDeviceTooSmall) {
+		t.Errorf("tiny device: %v", err)
+	}
+	sb.Level = 0
+	if err := sb.CheckDevice(dev - 1); err != nil {
+		t.Errorf("raid0 is not checked: %v", err)
+	}
+	sb.Level = LevelLinear // unsigned compare in the kernel: checked
+	if err := sb.CheckDevice(dev - 1); !errors.Is(err, ErrDataSize) {
+		t.Errorf("linear: %v", err)
+	}
+	// The largest size field fits exactly under the kernel's 2^33-2 sector cap.
+	sb.Level, sb.Size = 1, 1<<32-1
+	if err := sb.CheckDevice(8 << 40); err != nil {
+		t.Errorf("at the 0.90 limit: %v", err)
+	}
+}
