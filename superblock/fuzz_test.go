@@ -186,6 +186,9 @@ func FuzzParse090(f *testing.F) {
 		}
 		_ = FormatUUID(sb.UUID())
 		_ = sb.Events() + sb.CPEvents()
+		for _, dev := range []uint64{MinDevBytes090, 100 << 20, ^uint64(0)} {
+			checkErrTree(t, sb.CheckDevice(dev), Size090)
+		}
 		// All 4096 bytes are represented: the round trip is exact, damaged or not.
 		m := sb.Marshal()
 		if !bytes.Equal(m, b[:Size090]) {
