@@ -22,7 +22,8 @@ import (
 // Default locations of mdadm.conf, in Debian's mdadm 4.2 order: the first
 // file is read if it exists, else the second; the ".d" directory next to
 // the file that was chosen is read too (its *.conf files, in name order).
-const (
+// They are variables so that tests can point them elsewhere.
+var (
 	DefaultMdadmConf    = "/etc/mdadm/mdadm.conf"
 	DefaultMdadmConfDir = "/etc/mdadm/mdadm.conf.d"
 	AltMdadmConf        = "/etc/mdadm.conf"
