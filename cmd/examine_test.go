@@ -295,8 +295,8 @@ fast() { echo 1000 > /proc/sys/dev/raid/speed_limit_min; echo 200000 > /proc/sys
 
 var vmRuns = []vmRunDef{
 	{
-		name: "run1",
-		desc: "write-mostly+failfast (vda,vdb), replacement stopped half way (vdc,vdd + vde), raid5 with write journal (vdf-vdh + vdi), raid5 PPL (vdj-vdl), raid5 3->4 reshape stopped half way (vdm-vdo + vdp), raid1 (vdq,vdr), 0.90 raid5 + bitmap + spare (vds-vdv), zeroed disk (vdw), MBR disk (vdx), GPT disk (vdy)",
+		name:  "run1",
+		desc:  "write-mostly+failfast (vda,vdb), replacement stopped half way (vdc,vdd + vde), raid5 with write journal (vdf-vdh + vdi), raid5 PPL (vdj-vdl), raid5 3->4 reshape stopped half way (vdm-vdo + vdp), raid1 (vdq,vdr), 0.90 raid5 + bitmap + spare (vds-vdv), zeroed disk (vdw), MBR disk (vdx), GPT disk (vdy)",
 		disks: 25,
 		setup: `log mdadm --create /dev/md0 --run --level=1 --raid-devices=2 --bitmap=internal /dev/vda --write-mostly --failfast /dev/vdb
 log mdadm --wait /dev/md0
@@ -362,8 +362,8 @@ echo 'DEVICE /dev/vd*' > /tmp/mdadm.conf
 		},
 	},
 	{
-		name: "run2",
-		desc: "bad blocks in the log (vda,vdb), raid5->raid6 reshape with backup file stopped half way (vdc-vde + vdf), chunk-size reshape stopped half way (vdg-vdi), 0.90 linear (vdj,vdk)",
+		name:  "run2",
+		desc:  "bad blocks in the log (vda,vdb), raid5->raid6 reshape with backup file stopped half way (vdc-vde + vdf), chunk-size reshape stopped half way (vdg-vdi), 0.90 linear (vdj,vdk)",
 		disks: 11,
 		setup: `log mdadm --create /dev/md0 --run --level=1 --raid-devices=2 /dev/vda /dev/vdb
 log mdadm --wait /dev/md0
