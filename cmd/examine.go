@@ -200,7 +200,7 @@ func runExamine(env *Env, o *examineOptions, devs []string) error {
 	}
 
 	type briefArray struct {
-		first  *probe
+		first  *mdProbe
 		devs   []string
 		spares int
 	}
@@ -299,7 +299,7 @@ func runExamine(env *Env, o *examineOptions, devs []string) error {
 }
 
 // sameArray is compare_super == 0 for two probes of the same kind.
-func sameArray(a, b *probe) bool {
+func sameArray(a, b *mdProbe) bool {
 	switch a.kind {
 	case kindV1:
 		return sameArrayV1(a.v1, b.v1)
@@ -311,7 +311,7 @@ func sameArray(a, b *probe) bool {
 
 // diskSync is getinfo_super's MD_DISK_SYNC bit for the device: a device
 // without it counts as a spare on the ARRAY line.
-func diskSync(p *probe) bool {
+func diskSync(p *mdProbe) bool {
 	switch p.kind {
 	case kindV1:
 		return v1DiskSync(v1Fields{p.v1.mem})
@@ -352,8 +352,8 @@ const (
 	v1MemBytes = v1SBSize + v1BMSize + 8
 )
 
-// probe is what guess_super found on one device.
-type probe struct {
+// mdProbe is what guess_super found on one device.
+type mdProbe struct {
 	path   string
 	m      *member.Member
 	size   uint64 // bytes
@@ -422,13 +422,13 @@ func (e *openError) Error() string { return fmt.Sprintf("cannot open %s: %s", e.
 // It returns an *openError when the device cannot be opened; a device
 // whose size cannot be read, or that holds nothing, gives kind kindNone.
 // The caller must close the probe.
-func probeDevice(path string) (*probe, error) {
+func probeDevice(path string) (*mdProbe, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, &openError{path, err}
 	}
 	f.Close()
-	p := &probe{path: path}
+	p := &mdProbe{path: path}
 	m, err := member.Open(path, member.ReadOnly)
 	if err != nil {
 		// Opened, but no size: mdadm's get_dev_size fails and every
@@ -468,7 +468,7 @@ func probeDevice(path string) (*probe, error) {
 }
 
 // close releases the device.
-func (p *probe) close() {
+func (p *mdProbe) close() {
 	if p.m != nil && !p.closed {
 		p.m.Close()
 		p.closed = true
@@ -589,7 +589,7 @@ func (f v1Fields) size() uint64         { return f.u64(0x50) }
 func (f v1Fields) chunksize() uint32    { return f.u32(0x58) }
 func (f v1Fields) raidDisks() uint32    { return f.u32(0x5C) }
 func (f v1Fields) bitmapOffset() int32  { return int32(f.u32(0x60)) }
-func (f v1Fields) pplOffset() uint16    { return f.u16(0x60) }
+func (f v1Fields) pplOffset() int16     { return int16(f.u16(0x60)) }
 func (f v1Fields) pplSize() uint16      { return f.u16(0x62) }
 func (f v1Fields) newLevel() int32      { return int32(f.u32(0x64)) }
 func (f v1Fields) reshapePos() uint64   { return f.u64(0x68) }
@@ -701,7 +701,7 @@ func unusedSpace(f v1Fields) (before, after uint64, show bool) {
 	if fm&superblock.FeatureBitmapOffset != 0 {
 		bitmapOff = int64(f.bitmapOffset())
 	} else if fm&(superblock.FeaturePPL|superblock.FeatureMultiplePPLs) != 0 {
-		pplOff = int64(f.pplOffset()) // unsigned 16 bits in mdadm 4.2
+		pplOff = int64(f.pplOffset())
 		pplSize = int64(f.pplSize())
 	}
 	var dataSize uint64
@@ -1683,7 +1683,7 @@ func examineJSONAll(env *Env, w io.Writer, devs []string, scan bool, homehost st
 }
 
 // examineJSON describes one probed device.
-func examineJSON(p *probe, homehost string) *jsonExamine {
+func examineJSON(p *mdProbe, homehost string) *jsonExamine {
 	d := &jsonExamine{Device: p.path, DeviceSizeBytes: ptr(p.size), DeviceSizeSectors: ptr(p.size >> 9)}
 	switch p.kind {
 	case kindV1:
@@ -1720,7 +1720,7 @@ func roleName(r uint16) (string, *int) {
 	return "reserved", intp(int(r))
 }
 
-func v1JSON(p *probe, homehost string) (*jsonV1, []jsonProblem) {
+func v1JSON(p *mdProbe, homehost string) (*jsonV1, []jsonProblem) {
 	v := p.v1
 	f := v1Fields{v.mem}
 	fm := f.featureMap()
@@ -1802,7 +1802,7 @@ func v1JSON(p *probe, homehost string) (*jsonV1, []jsonProblem) {
 	if fm&superblock.FeatureBitmapOffset != 0 {
 		j.BitmapOffsetSectors = ptr(f.bitmapOffset())
 	} else if fm&(superblock.FeaturePPL|superblock.FeatureMultiplePPLs) != 0 {
-		j.PPL = &jsonPPL{int64(int16(f.pplOffset())), uint64(f.pplSize())}
+		j.PPL = &jsonPPL{int64(f.pplOffset()), uint64(f.pplSize())}
 	}
 	if fm&superblock.FeatureReshapeActive != 0 {
 		r := &jsonReshape{

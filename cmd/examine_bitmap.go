@@ -69,7 +69,7 @@ func newExamineBitmapCmd(env *Env) *cobra.Command {
 // bitmapSource says where a device's bitmap is, as bitmap_file_open and
 // locate_bitmap decide it.
 type bitmapSource struct {
-	p        *probe
+	p        *mdProbe
 	off      int64 // byte offset of the bitmap superblock (node 0)
 	file     bool  // a bitmap file (or a device read from its start)
 	swapUUID bool  // print the uuid bytes in stored order (else as LE words)
@@ -95,7 +95,7 @@ func (r *bitmapRead) version() uint32 { return binary.LittleEndian.Uint32(r.hdr[
 // readBitmapAt is bitmap_fd_read at byte offset off: the header, and unless
 // brief (or sync_size or chunksize is 0) the count of the bits; a device
 // that ends before the bits do counts what is there.
-func readBitmapAt(p *probe, off int64, brief bool) (*bitmapRead, error) {
+func readBitmapAt(p *mdProbe, off int64, brief bool) (*bitmapRead, error) {
 	hdr := make([]byte, bitmap.HeaderSize)
 	n, err := p.m.ReadAt(hdr, off)
 	if n < bitmap.HeaderSize {
