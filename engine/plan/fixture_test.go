@@ -36,6 +36,27 @@ func createStep(c *fixture.Case) (string, bool) {
 	return "", false
 }
 
+// rolesChanged reports whether a step after the create changes member
+// roles (fail, remove, add, replace, grow): the kernel then rewrites
+// dev_roles and the planned ones no longer apply.
+func rolesChanged(c *fixture.Case) bool {
+	for _, s := range c.Steps {
+		if s.Phase == "capture" {
+			continue
+		}
+		w := " " + s.Cmd + " "
+		if !strings.HasPrefix(s.Cmd, "mdadm") || strings.Contains(w, " --create ") {
+			continue
+		}
+		for _, op := range []string{" --fail ", " -f ", " --set-faulty ", " --remove ", " -r ", " --add ", " -a ", " --re-add ", " --replace ", " --grow ", " -G "} {
+			if strings.Contains(w, op) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // optionsForCase rebuilds the planner options of a fixture case from its
 // create command and member sizes.
 func optionsForCase(c *fixture.Case) (Options, error) {
@@ -189,7 +210,9 @@ func TestFixtureGeometry(t *testing.T) {
 						}
 					}
 				}
-				checks = append(checks, fieldCheck{"dev_roles", fmt.Sprint(got.DevRoles), fmt.Sprint(wantRoles)})
+				if !rolesChanged(c) {
+					checks = append(checks, fieldCheck{"dev_roles", fmt.Sprint(got.DevRoles), fmt.Sprint(wantRoles)})
+				}
 				if (gotBM == nil) != (pm.BitmapBytes == nil) {
 					t.Errorf("%s: bitmap present %v, planned %v", m.Dev, gotBM != nil, pm.BitmapBytes != nil)
 				} else if gotBM != nil {

@@ -271,6 +271,11 @@ func Plan(o Options) (*Result, error) {
 			"bitmap file must contain a '/', or be 'internal', or be 'clustered', or 'none'",
 			fmt.Sprintf("       not '%s'", o.Bitmap)}}
 	}
+	if o.DataOffset != 0 && minor == 0 {
+		// mdadm 4.2 stores it but still sizes the data up to the end
+		// metadata, so the data would run over the superblock.
+		return nil, errorf(1, "--data-offset cannot be used with 1.0 metadata (the data would overlap the superblock)")
+	}
 	if o.BitmapChunk != 0 && (o.BitmapChunk < 512 || o.BitmapChunk&(o.BitmapChunk-1) != 0) {
 		return nil, errorf(2, "invalid bitmap chunksize: %d", o.BitmapChunk)
 	}
@@ -837,6 +842,9 @@ func checkMember(sb *superblock.Superblock, d Device, bms *bitmap.Header, minor 
 	}
 	if sb.DataSize < 10 || sb.DataSize < sb.Size {
 		return errorf(1, "no free space left on %s", d.Path)
+	}
+	if err := sb.CheckDevice(d.Sectors); err != nil {
+		return &Error{Status: 1, Lines: []string{fmt.Sprintf("internal error: planned metadata for %s is inconsistent: %v", d.Path, err)}}
 	}
 	return nil
 }

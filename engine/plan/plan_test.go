@@ -539,6 +539,7 @@ func TestPlanErrors(t *testing.T) {
 		{"data offset overlaps sb", func(o *Options) { o.DataOffset = 8 }, "data offset 8 sectors on /dev/sda overlaps the superblock", 1},
 		{"bitmap over data", func(o *Options) { o.Bitmap = "internal"; o.DataOffset = 20 }, "internal bitmap does not fit before the data offset (20 sectors) on /dev/sda", 1},
 		{"4Kn data offset", func(o *Options) { o.DataOffset = 2052; o.Devices[0].LogicalBlockSize = 4096 }, "data offset 2052 sectors is not a multiple of the 4096-byte logical block size of /dev/sda", 1},
+		{"data offset 1.0", func(o *Options) { o.Metadata = "1.0"; o.DataOffset = 2048 }, "--data-offset cannot be used with 1.0 metadata", 1},
 		{"raid0 dangerous multi-zone", func(o *Options) {
 			o.Level, o.Layout, o.RaidDevices, o.SpareDevices = "0", "dangerous", 3, 0
 			o.Devices = devs(64*mib, 96*mib, 128*mib)
