@@ -826,7 +826,9 @@ func writeExamineV1(w io.Writer, v *v1Probe, homehost string) {
 	p("   Raid Devices : %d\n", int32(f.raidDisks()))
 	p("\n")
 	p(" Avail Dev Size : %d sectors%s\n", f.dataSize(), humanSize(int64(f.dataSize()<<9)))
-	if level > 0 {
+	// mdadm compares the level as unsigned here: linear (-1), multipath
+	// and faulty take this branch too (and print no array size).
+	if uint32(level) > 0 {
 		if asize, ok := v1ArraySize(f); ok {
 			p("     Array Size : %d KiB%s\n", uint64(asize>>10), humanSize(asize))
 		}
@@ -976,7 +978,7 @@ func arrayStateV1(f v1Fields, deltaExtra uint32) (string, bool) {
 			cnt = counts[uint16(d)]
 		}
 		switch {
-		case cnt == 2 && f.level() > 0:
+		case cnt == 2 && uint32(f.level()) > 0: // unsigned in mdadm: not raid0
 			b.WriteByte('R')
 		case cnt == 1:
 			b.WriteByte('A')

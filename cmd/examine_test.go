@@ -789,6 +789,8 @@ var synthVariants = []synthVariant{
 	{name: "level-multipath", base: "run1/vda", edit: func(b []byte) { le32(b, 0x48, 0xfffffffc) }},
 	{name: "level-faulty", base: "run1/vda", edit: func(b []byte) { le32(b, 0x48, 0xfffffffb) }},
 	{name: "linear", base: "run1/vda", edit: func(b []byte) { le32(b, 0x48, 0xffffffff); le32(b, 0x58, 128) }},
+	{name: "linear-size-mismatch", base: "run1/vda", edit: func(b []byte) { le32(b, 0x48, 0xffffffff); le64(b, 0x50, 60000) }},
+	{name: "linear-replacing", base: "run1/vda", edit: func(b []byte) { le32(b, 0x48, 0xffffffff); le16(b, 0x102, 0) }},
 	{name: "raid10-far2", base: "run1/vda", edit: func(b []byte) { le32(b, 0x48, 10); le32(b, 0x4C, 0x201); le32(b, 0x5C, 4); le32(b, 0x58, 1024) }},
 	{name: "raid10-offset2", base: "run1/vda", edit: func(b []byte) { le32(b, 0x48, 10); le32(b, 0x4C, 0x10201); le32(b, 0x5C, 3) }},
 	{name: "raid10-near3", base: "run1/vda", edit: func(b []byte) { le32(b, 0x48, 10); le32(b, 0x4C, 0x103); le32(b, 0x5C, 3) }},
