@@ -11,6 +11,7 @@ import (
 
 	"mdtool/engine/member"
 	"mdtool/engine/plan"
+	sigprobe "mdtool/engine/probe"
 	"mdtool/ioctl"
 	"mdtool/superblock"
 )
@@ -102,11 +103,22 @@ EXIT STATUS
 	return c
 }
 
-// createError prints mdadm-worded lines and returns the exit status.
+// planError turns a planner refusal into mdadm-worded lines and mdadm's
+// exit status; continuation lines keep mdadm's indentation.
 func planError(err error) error {
 	var pe *plan.Error
 	if errors.As(err, &pe) {
-		return &ExitError{Code: pe.Status, Msg: strings.Join(pe.Lines, "\nmdtool: ")}
+		var b strings.Builder
+		for i, l := range pe.Lines {
+			if i > 0 {
+				b.WriteString("\n")
+				if !strings.HasPrefix(l, " ") {
+					b.WriteString("mdtool: ")
+				}
+			}
+			b.WriteString(l)
+		}
+		return &ExitError{Code: pe.Status, Msg: b.String()}
 	}
 	return &ExitError{Code: 1, Msg: err.Error()}
 }
@@ -322,5 +334,17 @@ func ask(env *Env, q string) bool {
 // signaturesOn lists what a device holds that create must not overwrite
 // without --force: md superblocks, filesystems, partition tables.
 func signaturesOn(m *member.Member) ([]string, error) {
-	return nil, nil
+	sigs, err := sigprobe.Probe(m.File, int64(m.Geom.Size))
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, s := range sigs {
+		d := s.Description
+		if s.Note != "" {
+			d += " (" + s.Note + ")"
+		}
+		out = append(out, d)
+	}
+	return out, nil
 }
