@@ -814,6 +814,11 @@ func Plan(o Options) (*Result, error) {
 	if level == LevelRAID10 {
 		r.KernelComponentSectors = raid10DevSectors(r.ComponentSectors, chunk*2, layout, raid)
 	}
+	if r.ArraySizeKiB == 0 {
+		// e.g. a raid10 far layout with fewer chunks per device than copies
+		return nil, errorf(1, "the array would have no usable space (component size %dK is too small for %s layout %s)",
+			r.ComponentSectors/2, r.LevelName, r.LayoutName)
+	}
 	return r, nil
 }
 
