@@ -68,6 +68,23 @@ func (a *Array) checkStriped(ctx context.Context, repair bool) (uint64, error) {
 			w.ol.add(mq, false, mq.dataOff+int64(row.Sector)<<9, oldQ, row.Q)
 		}
 		err := sp.runReads(w, stripe)
+		var re *readError
+		if errors.As(err, &re) {
+			// md's check rebuilds what failed to read and rewrites it.
+			err = nil
+			for d, role := range row.Data {
+				w.have[d] = !w.bad[role]
+			}
+			w.pb, w.qb = oldP, oldQ
+			if rerr := sp.rebuild(w, 0, c); rerr != nil {
+				err = rerr
+			}
+			for d, role := range row.Data {
+				if w.bad[role] && err == nil {
+					sp.rewrite(a.roles[role], w.db[d], int64(row.Sector), c)
+				}
+			}
+		}
 		if err == nil {
 			w.pb = w.alloc(size)
 			if sp.r6 {
@@ -77,19 +94,23 @@ func (a *Array) checkStriped(ctx context.Context, repair bool) (uint64, error) {
 			bad := false
 			for o := 0; o < size; o += checkPage << 9 {
 				e := o + checkPage<<9
-				if !bytes.Equal(w.pb[o:e], oldP[o:e]) || (sp.r6 && !bytes.Equal(w.qb[o:e], oldQ[o:e])) {
+				pDiff := !w.bad[row.P] && !bytes.Equal(w.pb[o:e], oldP[o:e])
+				qDiff := sp.r6 && !w.bad[row.Q] && !bytes.Equal(w.qb[o:e], oldQ[o:e])
+				if pDiff || qDiff {
 					mismatches += checkPage
 					bad = true
 				}
 			}
-			if bad && repair {
-				for _, pr := range [2]struct {
-					role int
-					b    []byte
-				}{{row.P, w.pb}, {row.Q, w.qb}} {
-					if pr.role < 0 {
-						continue
-					}
+			for _, pr := range [2]struct {
+				role int
+				b    []byte
+			}{{row.P, w.pb}, {row.Q, w.qb}} {
+				if pr.role < 0 {
+					continue
+				}
+				if w.bad[pr.role] {
+					sp.rewrite(a.roles[pr.role], pr.b, int64(row.Sector), c)
+				} else if bad && repair {
 					m := a.roles[pr.role]
 					if _, werr := m.dev.WriteAt(pr.b, m.dataOff+int64(row.Sector)<<9); werr != nil {
 						a.failMember(m, werr)
@@ -125,15 +146,22 @@ func (a *Array) checkMirrors(ctx context.Context, repair bool) (uint64, error) {
 		a.lockRegions(s, n)
 		bufs = bufs[:0]
 		var err error
+		var badLocs []layout.Loc
+		var goodLocs []layout.Loc
 		for _, l := range locs {
 			m := a.roles[l.Role]
 			b := make([]byte, n<<9)
-			if _, err = m.dev.ReadAt(b, m.dataOff+int64(l.Sector)<<9); err != nil {
-				break
+			if _, rerr := m.dev.ReadAt(b, m.dataOff+int64(l.Sector)<<9); rerr != nil {
+				a.stats.readErrors.add(s, 1)
+				badLocs = append(badLocs, l)
+				continue
 			}
 			bufs = append(bufs, b)
+			goodLocs = append(goodLocs, l)
 		}
-		if err == nil {
+		if len(bufs) == 0 {
+			err = fmt.Errorf("%w: sector %d unreadable on every copy", ErrFailed, s)
+		} else {
 			for o := uint64(0); o < n; o += checkPage {
 				e := min(o+checkPage, n)
 				for _, b := range bufs[1:] {
@@ -143,14 +171,26 @@ func (a *Array) checkMirrors(ctx context.Context, repair bool) (uint64, error) {
 					}
 				}
 			}
+			fix := badLocs
 			if repair {
-				for i, l := range locs[1:] {
+				for i, l := range goodLocs[1:] {
 					if !bytes.Equal(bufs[0], bufs[i+1]) {
-						m := a.roles[l.Role]
-						if _, werr := m.dev.WriteAt(bufs[0], m.dataOff+int64(l.Sector)<<9); werr != nil {
-							a.failMember(m, werr)
-						}
+						fix = append(fix, l)
 					}
+				}
+			}
+			for _, l := range fix {
+				m := a.roles[l.Role]
+				off := m.dataOff + int64(l.Sector)<<9
+				chk := make([]byte, len(bufs[0]))
+				_, werr := m.dev.WriteAt(bufs[0], off)
+				if werr == nil {
+					_, werr = m.dev.ReadAt(chk, off)
+				}
+				if werr != nil {
+					a.failMember(m, werr)
+				} else {
+					m.corrected.Add(1)
 				}
 			}
 		}

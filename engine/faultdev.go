@@ -32,8 +32,8 @@ type FaultRule struct {
 	Rate  float64
 	// Err is the error returned; nil means ErrInjected.
 	Err error
-	// HealOnWrite removes the rule once a write covers its whole range,
-	// like a bad sector remapped by the drive (dm-dust).
+	// HealOnWrite removes the rule once a write touches its range, like a
+	// bad block remapped by the drive on write (dm-dust).
 	HealOnWrite bool
 	// DropWrite makes a failing write silently succeed without writing
 	// (a lost write), instead of returning Err.
@@ -94,7 +94,7 @@ func (f *FaultDevice) check(op FaultOp, off, n int64) (err error, drop bool) {
 		if r.Len != 0 && (off+n <= r.Off || off >= r.Off+r.Len) {
 			continue
 		}
-		if op == OpWrite && r.HealOnWrite && r.Len != 0 && off <= r.Off && off+n >= r.Off+r.Len {
+		if op == OpWrite && r.HealOnWrite {
 			f.rules = append(f.rules[:i], f.rules[i+1:]...)
 			i--
 			continue

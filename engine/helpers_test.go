@@ -197,3 +197,5 @@ func workload(t testing.TB, a *Array, m *model, seed uint64, count int) {
 		mustWrite(t, a, m, p, off)
 	}
 }
+
+func newRand(seed uint64) *rand.Rand { return rand.New(rand.NewPCG(seed, seed*31+1)) }

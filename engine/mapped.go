@@ -122,7 +122,11 @@ func (mp *mappedPers) read(p []byte, sector uint64) error {
 			return op.err // raid0/linear: md passes the error up
 		}
 		start := sector + uint64(op.tag)
-		if err := mp.fixRead(op.bufs[0], start, op.m, op.err); err != nil {
+		bad := op.m
+		err := retryPages(op, start, func(b []byte, s uint64, err error) error {
+			return mp.fixRead(b, s, bad, err)
+		})
+		if err != nil {
 			return err
 		}
 	}

@@ -207,3 +207,21 @@ func (c *shardedCounter) load() uint64 {
 	}
 	return s
 }
+
+// retryPages re-reads a failed member read 4 KiB at a time, as md handles
+// read errors per page, and calls fix for every page that still fails.
+// The op must map a contiguous array range starting at sector.
+func retryPages(op *memOp, sector uint64, fix func(b []byte, s uint64, err error) error) error {
+	b := op.bufs[0]
+	for pos := 0; pos < len(b); {
+		// pages aligned to 4 KiB on the device
+		e := min(pos+4096-int((op.off+int64(pos))%4096), len(b))
+		if _, err := op.m.dev.ReadAt(b[pos:e], op.off+int64(pos)); err != nil {
+			if ferr := fix(b[pos:e], sector+uint64(pos>>9), err); ferr != nil {
+				return ferr
+			}
+		}
+		pos = e
+	}
+	return nil
+}

@@ -38,6 +38,8 @@ type stripeWork struct {
 	have []bool   // per data index: db holds valid (old) data
 	wlo  []uint64 // per data index: written range in the chunk (wlo == whi: none)
 	whi  []uint64
+	olo  []uint64 // per data index: written range of the whole request
+	ohi  []uint64
 	bad  []bool // per role: returned a read error in this request
 	lost []int
 	ol   *opList
@@ -170,7 +172,11 @@ func (sp *stripedPers) read(p []byte, sector uint64) error {
 		}
 		a.stats.readErrors.add(uint64(op.off), 1)
 		a.opts.Logf("md/%v: read error on device %d at byte %d: %v", a.level, op.m.index, op.off, op.err)
-		if err := sp.degradedRead(op.bufs[0], sector+uint64(op.tag>>9), op.m); err != nil {
+		bad := op.m
+		err := retryPages(op, sector+uint64(op.tag>>9), func(b []byte, s uint64, _ error) error {
+			return sp.degradedRead(b, s, bad)
+		})
+		if err != nil {
 			return err
 		}
 	}
@@ -481,7 +487,11 @@ const (
 	planDataOnly // no parity left to update
 )
 
-// writePartial writes p at sector, inside one stripe.
+// writePartial writes p at sector, inside one stripe. Like md, which
+// plans every 4 KiB column of a stripe on its own (one stripe_head each),
+// the chunk is cut into column segments in which the set of written data
+// blocks is the same, and each segment gets its own read-modify-write or
+// reconstruct-write decision.
 func (sp *stripedPers) writePartial(p []byte, sector uint64, fua bool) error {
 	a := sp.a
 	g := sp.g
@@ -493,36 +503,73 @@ func (sp *stripedPers) writePartial(p []byte, sector uint64, fua bool) error {
 	end := rel + uint64(len(p)>>9)
 	w := sp.work()
 	defer w.release()
+	if cap(w.olo) < k {
+		w.olo = make([]uint64, k)
+		w.ohi = make([]uint64, k)
+	}
+	olo, ohi := w.olo[:k], w.ohi[:k]
 	lo, hi := c, uint64(0)
+	var cuts [4]uint64
 	for d := 0; d < k; d++ {
 		dlo, dhi := max(rel, uint64(d)*c), min(end, uint64(d+1)*c)
 		if dlo >= dhi {
-			w.wlo[d], w.whi[d] = 0, 0
+			olo[d], ohi[d] = 0, 0
 			continue
 		}
-		w.wlo[d], w.whi[d] = dlo-uint64(d)*c, dhi-uint64(d)*c
-		lo, hi = min(lo, w.wlo[d]), max(hi, w.whi[d])
+		olo[d], ohi[d] = dlo-uint64(d)*c, dhi-uint64(d)*c
+		lo, hi = min(lo, olo[d]), max(hi, ohi[d])
 	}
+	// Segment boundaries: where the first written chunk starts and where
+	// the last one ends (every chunk in between is written whole).
+	cuts[0], cuts[1], cuts[2], cuts[3] = lo, rel%c, end-(end-1)/c*c, hi
+	sortCuts(&cuts)
 	ms := stripe*c + lo
-	n := hi - lo
-	if err := a.bm.StartWrite(ms, n); err != nil {
+	if err := a.bm.StartWrite(ms, hi-lo); err != nil {
 		return err
 	}
-	a.lockStripe(stripe, lo, hi)
 	g.Row(stripe, &w.row)
 	var err error
-	var degraded bool
-	for attempt := 0; attempt < 4; attempt++ {
-		w.freeBufs()
-		degraded, err = sp.partialOnce(w, p, rel, lo, hi, fua)
-		var re *readError
-		if !errors.As(err, &re) {
-			break
+	degraded := false
+	for i := 0; i < len(cuts)-1 && err == nil; i++ {
+		slo, shi := max(cuts[i], lo), min(cuts[i+1], hi)
+		if slo >= shi {
+			continue
+		}
+		any := false
+		for d := 0; d < k; d++ {
+			w.wlo[d], w.whi[d] = max(olo[d], slo), min(ohi[d], shi)
+			if w.wlo[d] >= w.whi[d] {
+				w.wlo[d], w.whi[d] = 0, 0
+			} else {
+				any = true
+			}
+		}
+		if !any {
+			continue
+		}
+		a.lockStripe(stripe, slo, shi)
+		for attempt := 0; attempt < 4; attempt++ {
+			w.freeBufs()
+			var deg bool
+			deg, err = sp.partialOnce(w, p, rel, slo, shi, fua)
+			degraded = degraded || deg
+			var re *readError
+			if !errors.As(err, &re) {
+				break
+			}
+		}
+		a.unlockStripe(stripe, slo, shi)
+	}
+	a.bm.EndWrite(ms, hi-lo, !degraded && err == nil)
+	return err
+}
+
+func sortCuts(c *[4]uint64) {
+	for i := 1; i < len(c); i++ {
+		for j := i; j > 0 && c[j] < c[j-1]; j-- {
+			c[j], c[j-1] = c[j-1], c[j]
 		}
 	}
-	a.unlockStripe(stripe, lo, hi)
-	a.bm.EndWrite(ms, n, !degraded && err == nil)
-	return err
 }
 
 // newData returns the caller's bytes for data index d (its written range).
