@@ -1,0 +1,76 @@
+package cmd
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+)
+
+func TestTranslateMdadmArgs(t *testing.T) {
+	cases := []struct{ in, want string }{
+		{"--create /dev/md0 -l10 -n4 --bitmap=internal --bitmap-chunk=64M a b c d",
+			"create /dev/md0 -l10 -n4 --bitmap=internal --bitmap-chunk=64M a b c d"},
+		{"-C /dev/md0 --level=5 -n3 a b c", "create /dev/md0 --level=5 -n3 a b c"},
+		{"/dev/md0 --create -l1 -n2 a b", "create /dev/md0 -l1 -n2 a b"},
+		{"-E /dev/sda", "examine /dev/sda"},
+		{"-Es", "examine -s"},
+		{"-Ebsv", "examine -bsv"},
+		{"--examine --scan", "examine --scan"},
+		{"--examine --brief --scan --config=/etc/mdadm.conf", "examine --brief --scan --config=/etc/mdadm.conf"},
+		{"-X /dev/sda", "examine-bitmap /dev/sda"},
+		{"--examine-bitmap /dev/sda", "examine-bitmap /dev/sda"},
+		{"--zero-superblock /dev/sda /dev/sdb", "zero-superblock /dev/sda /dev/sdb"},
+		{"--misc --zero-superblock /dev/sda", "zero-superblock /dev/sda"},
+		{"-D /dev/md0", "detail /dev/md0"},
+		{"--detail --scan", "detail --scan"},
+		{"-A /dev/md0 a b", "assemble /dev/md0 a b"},
+		{"-S /dev/md0", "stop /dev/md0"},
+		{"/dev/md/data --fail /dev/loop1", "manage /dev/md/data --fail /dev/loop1"},
+		{"/dev/md0 -f /dev/loop1 -r /dev/loop1", "manage /dev/md0 -f /dev/loop1 -r /dev/loop1"},
+		// a value that looks like a mode letter is not a mode
+		{"--create /dev/md0 -N -E a", "create /dev/md0 -N -E a"},
+		{"--create /dev/md0 --name -X a", "create /dev/md0 --name -X a"},
+		{"-V", "--version"},
+		{"create /dev/md0 -l1", "create /dev/md0 -l1"},
+		{"examine a", "examine a"},
+		{"--", "--"},
+	}
+	for _, c := range cases {
+		got := strings.Join(translateMdadmArgs(strings.Fields(c.in)), " ")
+		if got != c.want {
+			t.Errorf("translate(%q) = %q, want %q", c.in, got, c.want)
+		}
+	}
+}
+
+func TestExpandLongPrefixes(t *testing.T) {
+	env, _, _ := testEnv("")
+	root := NewRoot(env)
+	got := expandLongPrefixes(root, strings.Fields("create /dev/md0 --lev=5 --raid-dev=3 --assume a b c --bitmap-c=64M --b=internal"))
+	want := strings.Fields("create /dev/md0 --level=5 --raid-devices=3 --assume-clean a b c --bitmap-chunk=64M --b=internal")
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("expandLongPrefixes:\n got %q\nwant %q", got, want)
+	}
+}
+
+// TestMdadmFormExitCodes runs the mdadm command-line form end to end.
+func TestMdadmFormExitCodes(t *testing.T) {
+	dir := t.TempDir()
+	a, b := sparse(t, dir, "a", 24<<20), sparse(t, dir, "b", 24<<20)
+	env, _, errb := testEnv("")
+	if rc := Main([]string{"--create", "/dev/md/t", "--lev=1", "--raid-dev=2", "--run", a, b}, env); rc != 0 {
+		t.Fatalf("create with abbreviated options: exit %d: %s", rc, errb)
+	}
+	env, out, _ := testEnv("")
+	if rc := Main([]string{"-Es", "--config=none", a, b}, env); rc != 0 || !strings.HasPrefix(out.String(), "ARRAY /dev/md/t ") {
+		t.Errorf("-Es: exit %d, output %q", rc, out)
+	}
+	env, _, errb = testEnv("")
+	if rc := Main([]string{"--create", "/dev/md0", "--no-such-option", a}, env); rc != 2 {
+		t.Errorf("unknown option: exit %d, want 2 (%s)", rc, errb)
+	}
+	env, _, _ = testEnv("")
+	if rc := Main([]string{"-E", sparse(t, dir, "empty", 24<<20)}, env); rc != 1 {
+		t.Errorf("-E on a device without superblock: exit %d, want 1", rc)
+	}
+}
