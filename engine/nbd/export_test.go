@@ -1,0 +1,4 @@
+package nbd
+
+// RequireBin is requireBin for the external test package.
+var RequireBin = requireBin

@@ -1,0 +1,222 @@
+// Package fiobench drives fio (ioengine=nbd, through libnbd) against an NBD
+// server: the NBD tests use it for verify runs, and Compare measures an
+// export.Backend served by package nbd against `nbdkit memory`, the
+// transport baseline, in the same run.
+package fiobench
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"mdtool/engine/export"
+	"mdtool/engine/nbd"
+)
+
+// Job is one fio job section run with ioengine=nbd and group reporting.
+type Job struct {
+	Name    string
+	RW      string // fio rw=: read, write, randread, randwrite, randrw
+	BS      string // block size, e.g. "4k", "1m"
+	IODepth int
+	NumJobs int           // fio processes, each with its own NBD connection (default 1)
+	Size    int64         // bytes per job; job i covers [i*Size, (i+1)*Size)
+	Runtime time.Duration // time_based run length; 0 runs Size once
+	Extra   []string      // more fio options, "--key=value"
+}
+
+// Result is what fio reported for a job, summed over its processes.
+type Result struct {
+	ReadIOPS, WriteIOPS float64
+	ReadMBps, WriteMBps float64 // 10^6 bytes per second
+	Errors              int     // sum of the jobs' error fields
+}
+
+// IOPS is read + write IOPS.
+func (r Result) IOPS() float64 { return r.ReadIOPS + r.WriteIOPS }
+
+// MBps is read + write MB/s.
+func (r Result) MBps() float64 { return r.ReadMBps + r.WriteMBps }
+
+// Args returns fio's command line for job j against uri.
+func Args(uri string, j Job) []string {
+	n := max(j.NumJobs, 1)
+	a := []string{
+		"--output-format=json", "--group_reporting",
+		"--name=" + j.Name, "--ioengine=nbd", "--uri=" + uri,
+		"--rw=" + j.RW, "--bs=" + j.BS,
+		"--iodepth=" + strconv.Itoa(max(j.IODepth, 1)),
+		"--numjobs=" + strconv.Itoa(n),
+		"--size=" + strconv.FormatInt(j.Size, 10),
+		"--offset_increment=" + strconv.FormatInt(j.Size, 10),
+	}
+	if j.Runtime > 0 {
+		a = append(a, "--time_based", "--runtime="+strconv.FormatFloat(j.Runtime.Seconds(), 'f', 3, 64)+"s")
+	}
+	return append(a, j.Extra...)
+}
+
+// Run runs fio for job j against uri. It returns fio's result and its
+// combined output; err is set when fio fails (non-zero exit status, e.g.
+// on a verify error) or its output cannot be parsed.
+func Run(ctx context.Context, uri string, j Job) (Result, string, error) {
+	cmd := exec.CommandContext(ctx, "fio", Args(uri, j)...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	runErr := cmd.Run()
+	out := stdout.String() + stderr.String()
+	res, perr := parse(stdout.Bytes())
+	if runErr != nil {
+		return res, out, fmt.Errorf("fio %s: %w", j.Name, runErr)
+	}
+	if perr != nil {
+		return res, out, fmt.Errorf("fio %s: %w", j.Name, perr)
+	}
+	if res.Errors != 0 {
+		return res, out, fmt.Errorf("fio %s: %d job errors", j.Name, res.Errors)
+	}
+	return res, out, nil
+}
+
+type fioJSON struct {
+	Jobs []struct {
+		Error int `json:"error"`
+		Read  struct {
+			IOPS    float64 `json:"iops"`
+			BWBytes float64 `json:"bw_bytes"`
+		} `json:"read"`
+		Write struct {
+			IOPS    float64 `json:"iops"`
+			BWBytes float64 `json:"bw_bytes"`
+		} `json:"write"`
+	} `json:"jobs"`
+}
+
+// parse reads fio's JSON output, which may be preceded by plain text lines
+// (e.g. the nbd engine's "connected" message or verify complaints).
+func parse(b []byte) (Result, error) {
+	i := bytes.IndexByte(b, '{')
+	if i < 0 {
+		return Result{}, errors.New("no JSON in fio output")
+	}
+	var v fioJSON
+	if err := json.Unmarshal(b[i:], &v); err != nil {
+		return Result{}, err
+	}
+	if len(v.Jobs) == 0 {
+		return Result{}, errors.New("fio reported no jobs")
+	}
+	var r Result
+	for _, j := range v.Jobs {
+		r.Errors += j.Error
+		r.ReadIOPS += j.Read.IOPS
+		r.WriteIOPS += j.Write.IOPS
+		r.ReadMBps += j.Read.BWBytes / 1e6
+		r.WriteMBps += j.Write.BWBytes / 1e6
+	}
+	return r, nil
+}
+
+// Comparison is one job's result through package nbd and through nbdkit.
+type Comparison struct {
+	Job    Job
+	Ours   Result
+	Nbdkit Result
+}
+
+// Ratio is Ours over Nbdkit in IOPS.
+func (c Comparison) Ratio() float64 {
+	if c.Nbdkit.IOPS() == 0 {
+		return 0
+	}
+	return c.Ours.IOPS() / c.Nbdkit.IOPS()
+}
+
+// DefaultJobs are the transport benchmarks: 4 KiB random read and write at
+// iodepth 32, 1 MiB sequential write and read at iodepth 8, each over size
+// bytes for runtime. Writes come first so that reads find data.
+func DefaultJobs(size int64, runtime time.Duration) []Job {
+	return []Job{
+		{Name: "seqwrite-1m", RW: "write", BS: "1m", IODepth: 8, Size: size, Runtime: runtime},
+		{Name: "randwrite-4k", RW: "randwrite", BS: "4k", IODepth: 32, Size: size, Runtime: runtime},
+		{Name: "randread-4k", RW: "randread", BS: "4k", IODepth: 32, Size: size, Runtime: runtime},
+		{Name: "seqread-1m", RW: "read", BS: "1m", IODepth: 8, Size: size, Runtime: runtime},
+	}
+}
+
+// Compare serves be with package nbd (configured by cfg; its Exports are
+// replaced) on a unix socket, starts `nbdkit memory` of the same size on
+// another, and runs every job against both, alternating. fio, nbdkit and
+// its memory plugin must be installed.
+func Compare(ctx context.Context, be export.Backend, cfg nbd.Config, jobs []Job) ([]Comparison, error) {
+	dir, err := os.MkdirTemp("", "fiobench")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	cfg.Exports = []nbd.Export{{Backend: be}}
+	srv, err := nbd.NewServer(cfg)
+	if err != nil {
+		return nil, err
+	}
+	defer srv.Close()
+	ours := filepath.Join(dir, "ours.sock")
+	if _, err := srv.ListenUnix(ours); err != nil {
+		return nil, err
+	}
+	theirs := filepath.Join(dir, "nbdkit.sock")
+	kit := exec.CommandContext(ctx, "nbdkit", "-f", "--exit-with-parent", "-U", theirs,
+		"memory", "size="+strconv.FormatInt(be.Size(), 10))
+	var kitErr bytes.Buffer
+	kit.Stderr = &kitErr
+	if err := kit.Start(); err != nil {
+		return nil, fmt.Errorf("nbdkit: %w", err)
+	}
+	defer func() {
+		kit.Process.Kill()
+		kit.Wait()
+	}()
+	if err := waitSocket(ctx, theirs, 10*time.Second); err != nil {
+		return nil, fmt.Errorf("nbdkit did not start: %w: %s", err, kitErr.String())
+	}
+	var res []Comparison
+	for _, j := range jobs {
+		c := Comparison{Job: j}
+		var out string
+		if c.Ours, out, err = Run(ctx, "nbd+unix:///?socket="+ours, j); err != nil {
+			return res, fmt.Errorf("%w\n%s", err, out)
+		}
+		if c.Nbdkit, out, err = Run(ctx, "nbd+unix:///?socket="+theirs, j); err != nil {
+			return res, fmt.Errorf("nbdkit: %w\n%s", err, out)
+		}
+		res = append(res, c)
+	}
+	return res, nil
+}
+
+func waitSocket(ctx context.Context, path string, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		c, err := net.Dial("unix", path)
+		if err == nil {
+			c.Close()
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}

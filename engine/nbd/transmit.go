@@ -1,0 +1,462 @@
+package nbd
+
+import (
+	"bufio"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"sync"
+	"syscall"
+	"time"
+
+	"mdtool/engine/export"
+)
+
+// request is one transmission request from read to reply. Requests live in
+// a per-connection array and cycle through the free list, so the steady
+// state allocates nothing.
+type request struct {
+	cookie uint64
+	off    uint64
+	length uint32
+	typ    uint16
+	flags  uint16
+
+	errno uint32
+	msg   string  // static error message for structured error chunks
+	data  *buffer // READ and WRITE payload
+	n     int     // READ: bytes read before an error
+	held  int64   // budget bytes
+}
+
+// transmission is the state of a connection in the transmission phase.
+type transmission struct {
+	c          *conn
+	x          *exp
+	be         export.Backend
+	log        *slog.Logger
+	size       uint64
+	min        uint64
+	maxLen     uint32 // longest READ or WRITE accepted
+	discardMax uint32 // longest refused WRITE payload read and dropped instead of disconnecting
+	structured bool
+
+	free    chan *request
+	work    chan *request
+	replies chan *request
+	budget  *budget
+
+	// writer state
+	wbuf []byte
+	iov  net.Buffers
+	werr error
+}
+
+const (
+	readBufSize  = 128 << 10
+	inlineData   = 16 << 10 // reply data up to this size is copied into the write buffer
+	flushAtBytes = 64 << 10 // the write buffer is flushed when it grows past this
+)
+
+func (c *conn) transmit(x *exp, log *slog.Logger) error {
+	cfg := &c.s.cfg
+	t := &transmission{
+		c:          c,
+		x:          x,
+		be:         x.Backend,
+		log:        log,
+		size:       uint64(x.Backend.Size()),
+		min:        uint64(x.min),
+		maxLen:     x.max,
+		structured: c.structured,
+		free:       make(chan *request, cfg.MaxInFlight),
+		work:       make(chan *request, cfg.MaxInFlight),
+		replies:    make(chan *request, cfg.MaxInFlight),
+		budget:     newBudget(cfg.MaxInFlightBytes),
+		wbuf:       make([]byte, 0, flushAtBytes+inlineData+64),
+	}
+	if !c.negotiated {
+		// A client that did not ask for block sizes may use the default
+		// maximum payload of 32 MiB.
+		t.maxLen = max(t.maxLen, defaultMaxLength)
+	}
+	t.discardMax = max(t.maxLen, defaultMaxLength)
+	slots := make([]request, cfg.MaxInFlight)
+	for i := range slots {
+		t.free <- &slots[i]
+	}
+	writerDone := make(chan struct{})
+	go t.writer(writerDone)
+	var workers sync.WaitGroup
+	for i := 0; i < cfg.Workers; i++ {
+		workers.Add(1)
+		go func() {
+			defer workers.Done()
+			for r := range t.work {
+				t.exec(r)
+				t.replies <- r
+			}
+		}()
+	}
+	err := t.reader(bufio.NewReaderSize(c.rw, readBufSize))
+	close(t.work)
+	workers.Wait()
+	close(t.replies)
+	<-writerDone
+	c.mu.Lock()
+	closing := c.closing
+	c.mu.Unlock()
+	switch {
+	case err == nil, isEOF(err):
+		return nil
+	case closing && errors.Is(err, os.ErrDeadlineExceeded):
+		return ErrServerClosed
+	}
+	if t.werr == nil {
+		log.Info("nbd: connection ended", "err", err)
+	}
+	return err
+}
+
+// reader reads requests until NBD_CMD_DISC (nil), EOF, a protocol violation
+// or Server.Close.
+func (t *transmission) reader(br *bufio.Reader) error {
+	var h [requestSize]byte
+	for {
+		if _, err := io.ReadFull(br, h[:]); err != nil {
+			return err
+		}
+		if m := binary.BigEndian.Uint32(h[0:]); m != magicRequest {
+			return fmt.Errorf("nbd: bad request magic %#x", m)
+		}
+		r := <-t.free
+		r.flags = binary.BigEndian.Uint16(h[4:])
+		r.typ = binary.BigEndian.Uint16(h[6:])
+		r.cookie = binary.BigEndian.Uint64(h[8:])
+		r.off = binary.BigEndian.Uint64(h[16:])
+		r.length = binary.BigEndian.Uint32(h[24:])
+		if r.typ == cmdDisc {
+			t.free <- r
+			return nil
+		}
+		r.errno, r.msg = t.check(r)
+		if r.errno != 0 {
+			if r.typ == cmdWrite {
+				if r.length > t.discardMax {
+					t.replies <- r
+					return fmt.Errorf("nbd: refused write payload of %d bytes: disconnecting", r.length)
+				}
+				if _, err := io.CopyN(io.Discard, br, int64(r.length)); err != nil {
+					t.free <- r
+					return err
+				}
+			}
+			t.replies <- r
+			continue
+		}
+		if (r.typ == cmdRead || r.typ == cmdWrite) && r.length > 0 {
+			r.held = t.budget.acquire(int64(r.length))
+			r.data = getBuffer(int(r.length))
+			if r.typ == cmdWrite {
+				if _, err := io.ReadFull(br, r.data.b); err != nil {
+					t.recycle(r)
+					return err
+				}
+			}
+		}
+		t.work <- r
+	}
+}
+
+// check validates a request; it returns the NBD error and a message.
+func (t *transmission) check(r *request) (uint32, string) {
+	allowed := uint16(cmdFlagFUA)
+	switch r.typ {
+	case cmdRead, cmdWrite, cmdFlush, cmdTrim:
+	case cmdWriteZeroes:
+		allowed |= cmdFlagNoHole
+	default:
+		return errInval, "unknown command"
+	}
+	if r.flags&^allowed != 0 {
+		return errInval, "command flag not supported for this command"
+	}
+	writes := r.typ == cmdWrite || r.typ == cmdTrim || r.typ == cmdWriteZeroes
+	if writes && t.x.ReadOnly {
+		return errPerm, "read-only export"
+	}
+	if r.typ == cmdFlush {
+		if r.off != 0 || r.length != 0 {
+			return errInval, "flush offset and length must be zero"
+		}
+		return 0, ""
+	}
+	if (r.typ == cmdRead || r.typ == cmdWrite) && r.length > t.maxLen {
+		return errInval, "request longer than the maximum payload"
+	}
+	if r.off > t.size || uint64(r.length) > t.size-r.off {
+		if r.typ == cmdWrite || r.typ == cmdWriteZeroes {
+			return errNoSpc, "request beyond the end of the export"
+		}
+		return errInval, "request beyond the end of the export"
+	}
+	if (r.off|uint64(r.length))&(t.min-1) != 0 {
+		return errInval, "request not aligned to the minimum block size"
+	}
+	return 0, ""
+}
+
+// exec runs a validated request against the Backend.
+func (t *transmission) exec(r *request) {
+	off := int64(r.off)
+	n := int64(r.length)
+	fua := r.flags&cmdFlagFUA != 0
+	var err error
+	switch r.typ {
+	case cmdRead:
+		if n == 0 {
+			return
+		}
+		var k int
+		k, err = t.be.ReadAt(r.data.b, off)
+		if err == nil && k < len(r.data.b) {
+			err = io.ErrUnexpectedEOF
+		}
+		if err != nil {
+			// Report the bytes read before the error, in whole blocks.
+			k = max(0, min(k, len(r.data.b)-1))
+			r.n = k - k%int(t.min)
+		}
+	case cmdWrite:
+		if n == 0 {
+			break
+		}
+		var k int
+		if fua {
+			k, err = t.be.WriteAtFUA(r.data.b, off)
+		} else {
+			k, err = t.be.WriteAt(r.data.b, off)
+		}
+		if err == nil && k < len(r.data.b) {
+			err = io.ErrShortWrite
+		}
+		t.recycleData(r)
+	case cmdFlush:
+		err = t.be.Flush()
+	case cmdTrim:
+		if n == 0 {
+			break
+		}
+		if err = t.be.Discard(off, n); err == nil && fua {
+			err = t.be.Flush()
+		}
+	case cmdWriteZeroes:
+		if n == 0 {
+			break
+		}
+		if err = t.be.WriteZeroes(off, n, r.flags&cmdFlagNoHole == 0); err == nil && fua {
+			err = t.be.Flush()
+		}
+	}
+	if err != nil {
+		r.errno = errnoOf(err)
+		r.msg = opFailed[r.typ]
+		t.log.Warn("nbd: request failed", "cmd", cmdName(r.typ), "offset", off, "length", n, "err", err)
+	}
+}
+
+var opFailed = map[uint16]string{
+	cmdRead:        "read failed",
+	cmdWrite:       "write failed",
+	cmdFlush:       "flush failed",
+	cmdTrim:        "trim failed",
+	cmdWriteZeroes: "write zeroes failed",
+}
+
+func cmdName(typ uint16) string {
+	switch typ {
+	case cmdRead:
+		return "read"
+	case cmdWrite:
+		return "write"
+	case cmdFlush:
+		return "flush"
+	case cmdTrim:
+		return "trim"
+	case cmdWriteZeroes:
+		return "write-zeroes"
+	}
+	return fmt.Sprint(typ)
+}
+
+// errnoOf maps a Backend error to an NBD error value.
+func errnoOf(err error) uint32 {
+	var en syscall.Errno
+	if errors.As(err, &en) {
+		switch en {
+		case syscall.EPERM, syscall.EROFS, syscall.EACCES:
+			return errPerm
+		case syscall.ENOSPC, syscall.EDQUOT, syscall.EFBIG:
+			return errNoSpc
+		case syscall.EINVAL:
+			return errInval
+		case syscall.ENOMEM:
+			return errNoMem
+		case syscall.ESHUTDOWN:
+			return errShutdown
+		}
+	}
+	if errors.Is(err, export.ErrRange) {
+		return errInval
+	}
+	return errIO
+}
+
+func (t *transmission) recycleData(r *request) {
+	if r.data != nil {
+		putBuffer(r.data)
+		r.data = nil
+	}
+	t.budget.release(r.held)
+	r.held = 0
+}
+
+func (t *transmission) recycle(r *request) {
+	t.recycleData(r)
+	r.errno, r.msg, r.n = 0, "", 0
+	t.free <- r
+}
+
+// writer sends replies until the replies channel is closed, batching the
+// replies that are ready into one write.
+func (t *transmission) writer(done chan<- struct{}) {
+	defer close(done)
+	for r := range t.replies {
+		t.encode(r)
+	drain:
+		for {
+			select {
+			case r, ok := <-t.replies:
+				if !ok {
+					break drain
+				}
+				t.encode(r)
+			default:
+				break drain
+			}
+		}
+		t.flush()
+	}
+	t.flush()
+}
+
+func (t *transmission) simpleHeader(errno uint32, cookie uint64) {
+	t.wbuf = binary.BigEndian.AppendUint32(t.wbuf, magicSimpleReply)
+	t.wbuf = binary.BigEndian.AppendUint32(t.wbuf, errno)
+	t.wbuf = binary.BigEndian.AppendUint64(t.wbuf, cookie)
+}
+
+func (t *transmission) chunkHeader(flags, typ uint16, cookie uint64, length uint32) {
+	t.wbuf = binary.BigEndian.AppendUint32(t.wbuf, magicStructReply)
+	t.wbuf = binary.BigEndian.AppendUint16(t.wbuf, flags)
+	t.wbuf = binary.BigEndian.AppendUint16(t.wbuf, typ)
+	t.wbuf = binary.BigEndian.AppendUint64(t.wbuf, cookie)
+	t.wbuf = binary.BigEndian.AppendUint32(t.wbuf, length)
+}
+
+// errorChunk appends NBD_REPLY_TYPE_ERROR, or NBD_REPLY_TYPE_ERROR_OFFSET
+// when withOffset, as the final chunk.
+func (t *transmission) errorChunk(r *request, withOffset bool, offset uint64) {
+	typ, extra := uint16(replyTypeError), 0
+	if withOffset {
+		typ, extra = replyTypeErrorOffset, 8
+	}
+	t.chunkHeader(replyFlagDone, typ, r.cookie, uint32(6+len(r.msg)+extra))
+	t.wbuf = binary.BigEndian.AppendUint32(t.wbuf, r.errno)
+	t.wbuf = binary.BigEndian.AppendUint16(t.wbuf, uint16(len(r.msg)))
+	t.wbuf = append(t.wbuf, r.msg...)
+	if withOffset {
+		t.wbuf = binary.BigEndian.AppendUint64(t.wbuf, offset)
+	}
+}
+
+// encode appends the reply to r to the write buffer (writing large data
+// directly) and returns r to the free list.
+func (t *transmission) encode(r *request) {
+	if len(t.wbuf) >= flushAtBytes {
+		t.flush()
+	}
+	switch {
+	case r.typ == cmdRead && t.structured:
+		switch {
+		case r.errno == 0 && r.length == 0:
+			t.chunkHeader(replyFlagDone, replyTypeNone, r.cookie, 0)
+		case r.errno == 0:
+			t.chunkHeader(replyFlagDone, replyTypeOffsetData, r.cookie, 8+r.length)
+			t.wbuf = binary.BigEndian.AppendUint64(t.wbuf, r.off)
+			t.payload(r.data.b)
+		case r.data != nil: // the Backend failed: report what was read, then where it failed
+			if r.n > 0 {
+				t.chunkHeader(0, replyTypeOffsetData, r.cookie, 8+uint32(r.n))
+				t.wbuf = binary.BigEndian.AppendUint64(t.wbuf, r.off)
+				t.payload(r.data.b[:r.n])
+			}
+			t.errorChunk(r, true, r.off+uint64(r.n))
+		default:
+			t.errorChunk(r, false, 0)
+		}
+	case t.structured && r.errno != 0:
+		t.errorChunk(r, false, 0)
+	default:
+		t.simpleHeader(r.errno, r.cookie)
+		if r.typ == cmdRead && r.errno == 0 && r.length > 0 {
+			t.payload(r.data.b)
+		}
+	}
+	t.recycle(r)
+}
+
+// payload appends data to the write buffer, or writes the buffer and data
+// together when data is large.
+func (t *transmission) payload(p []byte) {
+	if len(p) <= inlineData {
+		t.wbuf = append(t.wbuf, p...)
+		return
+	}
+	if t.werr == nil {
+		t.iov = append(t.iov[:0], t.wbuf, p)
+		_, err := t.iov.WriteTo(t.c.rw)
+		t.writeFailed(err)
+	}
+	t.iov = t.iov[:0]
+	t.wbuf = t.wbuf[:0]
+}
+
+func (t *transmission) flush() {
+	if len(t.wbuf) > 0 && t.werr == nil {
+		_, err := t.c.rw.Write(t.wbuf)
+		t.writeFailed(err)
+	}
+	t.wbuf = t.wbuf[:0]
+}
+
+// writeFailed records the first write error and closes the socket, which
+// stops the reader; replies still queued are dropped.
+func (t *transmission) writeFailed(err error) {
+	if err == nil || t.werr != nil {
+		return
+	}
+	t.werr = err
+	t.c.nc.Close()
+	if !isEOF(err) {
+		t.log.Info("nbd: write failed", "err", err)
+	}
+}
+
+// shutdownWriteGrace bounds how long Server.Close waits for a client to take
+// its last replies.
+const shutdownWriteGrace = 30 * time.Second
