@@ -56,11 +56,6 @@ type Options struct {
 	Clock func() time.Time
 	// Logf receives kernel-log-like messages (member failures, repairs).
 	Logf func(format string, args ...any)
-	// NewBitmap builds the write-intent bitmap runtime of arrays with an
-	// internal bitmap. nil: a runtime that never marks bits (only for
-	// tests; the kernel will then not resync what was written before a
-	// crash).
-	NewBitmap func(cfg BitmapConfig, t BitmapTarget) (writeIntentRuntime, error)
 }
 
 // DefaultOptions returns the options of a normal open: any minor version,
@@ -814,11 +809,7 @@ func (a *Array) openBitmap(as *assembly) error {
 		return fmt.Errorf("engine: bitmap: %w", err)
 	}
 	a.hasBM = true
-	if a.opts.NewBitmap == nil {
-		return nil
-	}
-	cfg := BitmapConfig{Header: *h, Bits: area[bitmap.HeaderSize:], Clock: a.opts.Clock}
-	rt, err := a.opts.NewBitmap(cfg, bitmapTarget{a})
+	rt, err := a.newWIB(h, area[bitmap.HeaderSize:])
 	if err != nil {
 		return err
 	}

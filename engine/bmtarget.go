@@ -1,39 +1,13 @@
 package engine
 
 import (
+	"errors"
 	"fmt"
-	"time"
 
 	"mdtool/bitmap"
+
+	"mdtool/engine/wib"
 )
-
-// The types below mirror the engine/wib contract
-// (notes/engine-contract.md) so that the engine builds before wib lands.
-
-// BitmapConfig is what the bitmap runtime starts from.
-type BitmapConfig struct {
-	Header  bitmap.Header
-	Bits    []byte // on-disk bits at open (after the 256-byte header)
-	SubPage bool
-	Clock   func() time.Time
-}
-
-// BitmapMember is a member carrying the bitmap.
-type BitmapMember struct {
-	Index                              int
-	LogicalBlock, PhysicalBlock, IOOpt uint32
-	BitmapStart                        int64 // bytes, absolute on the member
-	Limit                              int64 // bytes: first byte the bitmap must not touch
-}
-
-// BitmapTarget is how the bitmap runtime writes to the members.
-type BitmapTarget interface {
-	WriteBitmap(member int, off int64, p []byte) error
-	Members() []BitmapMember
-}
-
-// writeIntentRuntime is the bitmap runtime as the engine drives it.
-type writeIntentRuntime = writeIntent
 
 // bitmapTarget gives the bitmap runtime access to the array's members.
 type bitmapTarget struct{ a *Array }
@@ -60,9 +34,9 @@ func (t bitmapTarget) WriteBitmap(index int, off int64, p []byte) error {
 
 // Members lists the active, non-faulty members (md writes bitmap pages to
 // every rdev with a role that is not faulty).
-func (t bitmapTarget) Members() []BitmapMember {
+func (t bitmapTarget) Members() []wib.MemberGeom {
 	a := t.a
-	var out []BitmapMember
+	var out []wib.MemberGeom
 	for i, m := range a.all {
 		if m.role < 0 || !m.writable() {
 			continue
@@ -70,14 +44,62 @@ func (t bitmapTarget) Members() []BitmapMember {
 		g := m.dev.Geometry()
 		start := (int64(m.ls.offset) + int64(m.ls.sb.BitmapOffset)) * 512
 		limit := m.dataOff
-		if m.ls.sb.BitmapOffset < 0 {
-			limit = int64(m.ls.offset) * 512
-		} else if m.dataOff < start {
-			// superblock (and bitmap) after the data: nothing behind it
-			limit = g.Size
+		switch {
+		case m.ls.sb.BitmapOffset < 0:
+			limit = int64(m.ls.offset) * 512 // 1.0: bitmap before the superblock
+		case m.dataOff < start:
+			limit = 0 // 1.0, bitmap after the superblock: nothing behind it
 		}
-		out = append(out, BitmapMember{Index: i, LogicalBlock: g.LogicalBlock, PhysicalBlock: g.PhysicalBlock,
+		if bb := m.ls.sb.BBLogOffset; m.ls.sb.BBLogSize != 0 && bb > m.ls.sb.BitmapOffset {
+			if l := (int64(m.ls.offset) + int64(bb)) * 512; limit == 0 || l < limit {
+				limit = l // the bad-block log comes first
+			}
+		}
+		out = append(out, wib.MemberGeom{Index: i, LogicalBlock: g.LogicalBlock, PhysicalBlock: g.PhysicalBlock,
 			IOOpt: g.IOOpt, BitmapStart: start, Limit: limit})
 	}
 	return out
+}
+
+// newWIB starts the write-intent bitmap runtime for an array whose bitmap
+// header and bits were read from a member (md_bitmap_create/load).
+func (a *Array) newWIB(h *bitmap.Header, bits []byte) (writeIntent, error) {
+	cfg := wib.Config{
+		Header:   *h,
+		Bits:     bits,
+		SubPage:  true,
+		Clock:    a.opts.Clock,
+		Events:   a.meta.events,
+		Degraded: a.degraded() > 0,
+	}
+	// md_bitmap_load: chunks at or after recovery_cp are NEEDED when the
+	// array is not degraded (or nothing was cleared since it degraded);
+	// otherwise every set bit is.
+	if a.degraded() == 0 || h.EventsCleared == a.meta.events {
+		cfg.NeededFrom = a.meta.recoveryCP
+	}
+	switch err := h.CheckFor(a.uuid, a.meta.events); {
+	case err == nil:
+	case errors.As(err, new(*bitmap.StaleError)):
+		a.opts.Logf("md: %v", err)
+		cfg.Stale = true
+		if a.opts.ReadOnly {
+			return noBitmap{}, nil
+		}
+	default:
+		return nil, fmt.Errorf("engine: bitmap: %w", err)
+	}
+	if a.opts.ReadOnly {
+		return noBitmap{}, nil
+	}
+	return wib.New(cfg, bitmapTarget{a})
+}
+
+// BitmapStats returns the write-intent bitmap counters; ok is false for an
+// array without a bitmap.
+func (a *Array) BitmapStats() (st wib.Stats, ok bool) {
+	if b, isWIB := a.bm.(*wib.Bitmap); isWIB {
+		return b.Stats(), true
+	}
+	return st, false
 }
