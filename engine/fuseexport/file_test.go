@@ -119,6 +119,29 @@ func TestFileAttributes(t *testing.T) {
 	if b.writes.Load()+b.fuaWrites.Load()+b.zeroTrim.Load()+b.zeroKeep.Load() != 0 {
 		t.Errorf("refused operations reached the backend")
 	}
+
+	// 1 MiB requests arrive whole (max_write, max_read, max_pages).
+	f, err := os.OpenFile(s.Path(), os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	p := bytes.Repeat([]byte{1}, 1<<20)
+	reads := b.readN.Load()
+	if _, err := f.WriteAt(p, 1<<20); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.ReadAt(p, 2<<20); err != nil {
+		t.Fatal(err)
+	}
+	if b.writes.Load() != 1 || b.readN.Load()-reads != 1 || b.largest.Load() != 1<<20 {
+		t.Errorf("1 MiB write and read became %d writes and %d reads (largest %d)",
+			b.writes.Load(), b.readN.Load()-reads, b.largest.Load())
+	}
+	if mi, err := os.ReadFile("/proc/self/mountinfo"); err != nil || !bytes.Contains(mi, []byte(" "+s.Dir()+" ")) ||
+		!bytes.Contains(mi, []byte("max_read=1048576")) {
+		t.Errorf("mountinfo lacks the mount or max_read=1048576 (%v)", err)
+	}
 }
 
 func fallocate(path string, mode uint32, off, n int64) error {

@@ -52,9 +52,10 @@ type recBackend struct {
 	*export.Mem
 	delay time.Duration
 
-	writes, fuaWrites, flushes atomic.Int64
-	zeroTrim, zeroKeep         atomic.Int64
-	discards                   atomic.Int64
+	readN, writes, fuaWrites, flushes atomic.Int64
+	largest                           atomic.Int64 // largest read or write
+	zeroTrim, zeroKeep                atomic.Int64
+	discards                          atomic.Int64
 
 	mu                  sync.Mutex
 	reads, inWrites     int
@@ -72,6 +73,12 @@ func newRec(t *testing.T, size int64, blk uint32) *recBackend {
 }
 
 func (r *recBackend) check(off, n int64) {
+	for {
+		l := r.largest.Load()
+		if n <= l || r.largest.CompareAndSwap(l, n) {
+			break
+		}
+	}
 	blk, _, max := r.BlockSizes()
 	if off%int64(blk) != 0 || n%int64(blk) != 0 || n > int64(max) || off < 0 || off+n > r.Size() {
 		r.unaligned.Add(1)
@@ -105,6 +112,7 @@ func (r *recBackend) leave(write bool) {
 
 func (r *recBackend) ReadAt(p []byte, off int64) (int, error) {
 	r.check(off, int64(len(p)))
+	r.readN.Add(1)
 	r.enter(false)
 	defer r.leave(false)
 	return r.Mem.ReadAt(p, off)

@@ -13,6 +13,16 @@
 // Requests need not be aligned: partial blocks of the Backend's minimum
 // block size are read, modified and written back under a lock that excludes
 // every other write. Requests are served concurrently, one goroutine each.
+// The loop driver uses 512-byte sectors for a file on FUSE; for a Backend
+// with a larger minimum block attach with `losetup --sector-size MIN` so that
+// loop I/O stays aligned and never takes the read-modify-write path.
+//
+// Typical use (as root):
+//
+//	srv, err := fuseexport.Mount("/run/mdtool/md0", "disk", array, fuseexport.Options{})
+//	// losetup --find --show --direct-io=on /run/mdtool/md0/disk
+//	...
+//	err = srv.Unmount() // after losetup -d
 package fuseexport
 
 import (
@@ -34,7 +44,7 @@ import (
 type Options struct {
 	// Mode is the file's permission bits; 0 means 0600.
 	Mode uint32
-	// UID and GID own the file (default: root, or the caller's ids).
+	// UID and GID own the file; both 0 means the caller's ids.
 	UID, GID uint32
 	// AllowOther lets users other than the mounting one in (the kernel
 	// still checks Mode: the mount uses default_permissions). Needs
