@@ -413,18 +413,19 @@ func strtol(s string) int {
 
 func (conf *MdadmConf) arrayLine(file string, line int, args []string) {
 	a := ConfArray{File: file, Line: line, SuperMinor: -1, Level: LevelUnset, RaidDisks: -1}
+	devSet := false
 	for _, w := range args {
 		switch {
 		case strings.HasPrefix(w, "/") || !strings.Contains(w, "="):
 			if strings.EqualFold(w, "<ignore>") ||
 				strings.HasPrefix(w, "/dev/md/") ||
-				(w[0] != '/' && w[0] != '<') ||
+				!strings.HasPrefix(w, "/") && !strings.HasPrefix(w, "<") ||
 				(strings.HasPrefix(w, "/dev/md") && isNumber(w[7:])) ||
 				(strings.HasPrefix(w, "/dev/md_d") && isNumber(w[9:])) {
-				if a.Device != "" {
+				if devSet {
 					conf.warnf("only give one device per ARRAY line: %s and %s", a.Device, w)
 				} else {
-					a.Device = w
+					a.Device, devSet = w, true
 				}
 			} else {
 				conf.warnf("%s is an invalid name for an md device - ignored.", w)
@@ -503,7 +504,7 @@ func (conf *MdadmConf) arrayLine(file string, line int, args []string) {
 	if !a.UUIDSet && a.Devices == "" && a.SuperMinor == -1 && a.Name == "" &&
 		(a.Container == "" || a.Member == "") {
 		dev := a.Device
-		if dev == "" {
+		if !devSet {
 			dev = "(null)"
 		}
 		conf.warnf("ARRAY line %s has no identity information.", dev)
