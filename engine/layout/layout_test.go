@@ -744,3 +744,33 @@ func FuzzGeometry(f *testing.F) {
 		}
 	})
 }
+
+// TestRAID0LayoutsDiffer: the original and alternate layouts only differ
+// in a zone whose first chunk number is not a multiple of its member
+// count (and that has more than one member).
+func TestRAID0LayoutsDiffer(t *testing.T) {
+	count := func(sizes []uint64) int {
+		p := Params{Level: RAID0, ChunkSectors: 128, RaidDisks: len(sizes), DevSectors: sizes}
+		p.Layout = RAID0Original
+		o := mustNew(t, p)
+		p.Layout = RAID0Alternate
+		a := mustNew(t, p)
+		n := 0
+		for s := uint64(0); s < o.ArraySectors(); s += 128 {
+			l1, _ := o.Map(s, nil)
+			l2, _ := a.Map(s, nil)
+			if l1[0] != l2[0] {
+				n++
+			}
+		}
+		return n
+	}
+	// zone 0 = 128 chunks, zone 1 has 3 members: 128 % 3 != 0
+	if n := count([]uint64{4096, 6144, 6144, 8192}); n == 0 {
+		t.Error("layouts coincide for sizes 2,3,3,4 MiB")
+	}
+	// zone 0 = 128 chunks, zone 1 has 2 members: identical placement
+	if n := count([]uint64{4096, 4096, 6144, 8192}); n != 0 {
+		t.Errorf("%d chunks differ for sizes 2,2,3,4 MiB, want 0", n)
+	}
+}
