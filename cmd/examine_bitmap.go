@@ -56,8 +56,10 @@ func newExamineBitmapCmd(env *Env) *cobra.Command {
 		Aliases: []string{"X"},
 		Short:   "Print the write-intent bitmap of member devices (mdadm --examine-bitmap)",
 		Long:    examineBitmapLong,
-		Args:    cobra.MinimumNArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				return exitf(2, "No devices given.")
+			}
 			return runExamineBitmap(env, o, args)
 		},
 	}

@@ -787,6 +787,9 @@ type synthVariant struct {
 	// mdadmDies: mdadm 4.2 is killed by SIGFPE on this member (it
 	// divides by a zero bitmap chunksize); mdtool prints the superblock.
 	mdadmDies bool
+	// mdtoolOnly: used by mdtool's golden tests only, not compared with
+	// mdadm (a version 6 bitmap, which mdadm 4.2 rejects).
+	mdtoolOnly bool
 }
 
 func le32(b []byte, off int, v uint32) { binary.LittleEndian.PutUint32(b[off:], v) }
@@ -898,6 +901,7 @@ var synthVariants = []synthVariant{
 	{name: "bitmap-truncated", base: "run1/vda", bitmap: true, edit: func(b []byte) { le64(bm(b), 40, 1<<30); le32(bm(b), 52, 512) }},
 	{name: "bitmap-v3", base: "run1/vda", bitmap: true, edit: func(b []byte) { le32(bm(b), 4, 3) }},
 	{name: "bitmap-v2", base: "run1/vda", bitmap: true, edit: func(b []byte) { le32(bm(b), 4, 2) }},
+	{name: "bitmap-lockless", base: "run1/vda", mdtoolOnly: true, edit: func(b []byte) { le32(bm(b), 4, 6); le32(bm(b), 48, 0x18) }},
 	{name: "bitmap-dirty", base: "run1/vda", bitmap: true, edit: func(b []byte) { le32(bm(b), 52, 4096); bm(b)[256] = 0x5a; bm(b)[300] = 0x0f }},
 	{name: "dev-number-beyond", base: "run1/vda", edit: func(b []byte) { le32(b, 0xA0, 200) }},
 	{name: "maxdev-2000", base: "run1/vda", edit: func(b []byte) { le32(b, 0xDC, 2000) }},
@@ -1127,6 +1131,9 @@ func TestSyntheticVsMdadm(t *testing.T) {
 	if *updateOracle {
 		var all []synthResult
 		for _, v := range synthVariants {
+			if v.mdtoolOnly {
+				continue
+			}
 			img := synthImage(t, v, dir)
 			for _, argv := range synthCommands(v) {
 				r := runHostMdadm(t, argv, img)
@@ -1166,7 +1173,9 @@ func TestSyntheticVsMdadm(t *testing.T) {
 		byVariant[r.Variant] = append(byVariant[r.Variant], r)
 	}
 	for _, v := range synthVariants {
-		v := v
+		if v.mdtoolOnly {
+			continue
+		}
 		t.Run(v.name, func(t *testing.T) {
 			rs := byVariant[v.name]
 			if len(rs) != len(synthCommands(v)) {
@@ -1200,6 +1209,360 @@ func TestSyntheticVsMdadm(t *testing.T) {
 				if d := diffText(w.Stderr, norm(got.stderr)); d != "" {
 					t.Errorf("%v: stderr differs:\n%s", w.Argv, d)
 				}
+			}
+		})
+	}
+}
+
+// ---------------------------------------------------------------------
+// mdtool's own outputs (--json, --brief --verbose, lockless bitmaps):
+// golden files under testdata/golden, rewritten with -update.
+
+// golden compares got with testdata/golden/name, or rewrites it.
+func golden(t *testing.T, name, got string) {
+	t.Helper()
+	p := filepath.Join("testdata", "golden", name)
+	if *update {
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatalf("%v (run with -update)", err)
+	}
+	if d := diffText(string(want), got); d != "" {
+		t.Errorf("%s differs (run with -update if intended):\n%s", name, d)
+	}
+}
+
+// goldenMember is a member image for the golden tests: from a fixture case
+// ("case/vdX") or a VM capture run ("vm:run1/vdX"), or a synthetic
+// variant ("synth:name").
+func goldenMember(t *testing.T, spec string) (path, dev string) {
+	t.Helper()
+	dir := t.TempDir()
+	switch {
+	case strings.HasPrefix(spec, "synth:"):
+		for _, v := range synthVariants {
+			if v.name == spec[6:] {
+				return synthImage(t, v, dir), "/dev/" + v.name
+			}
+		}
+		t.Fatalf("no variant %s", spec)
+	case strings.HasPrefix(spec, "vm:"):
+		run, disk, _ := strings.Cut(spec[3:], "/")
+		im, err := fixture.Load(filepath.Join("testdata", "vm", run, disk+".fx.gz"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		path = filepath.Join(dir, disk+".img")
+		if err := im.Materialize(path); err != nil {
+			t.Fatal(err)
+		}
+		return path, "/dev/" + disk
+	}
+	root, err := fixture.Dir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	name, disk, _ := strings.Cut(spec, "/")
+	c, err := fixture.LoadCase(filepath.Join(root, name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, m := range c.Members {
+		if m.Name == disk {
+			im, err := c.Image(i)
+			if err != nil {
+				t.Fatal(err)
+			}
+			path = filepath.Join(dir, m.Image)
+			if err := im.Materialize(path); err != nil {
+				t.Fatal(err)
+			}
+			return path, m.Dev
+		}
+	}
+	t.Fatalf("no member %s", spec)
+	return "", ""
+}
+
+func goldenFileName(spec string) string {
+	r := strings.NewReplacer("/", "-", ":", "-")
+	return r.Replace(spec)
+}
+
+func TestExamineJSONGolden(t *testing.T) {
+	setMapDev(t, vmDevName)
+	conf := emptyConf(t)
+	for _, spec := range []string{
+		"raid1-bitmap/vdc", "raid1-bitmap-crash/vdu", "raid5-left-symmetric/vdq", "raid1-spare/vdg",
+		"raid1-v0.90/vdk", "raid5-failed/vdx", "raid5-failed/vdw", "raid10-o2/vde", "raid0-unequal-alternate/vda", "linear/vdd",
+		"vm:run1/vdb", "vm:run1/vde", "vm:run1/vdi", "vm:run1/vdj", "vm:run1/vdp", "vm:run1/vds",
+		"vm:run1/vdw", "vm:run1/vdx", "vm:run2/vdb",
+		"synth:csum-bad", "synth:bitmap-foreign", "synth:bitmap-cluster", "synth:inconsistent",
+		"synth:reshape-shrink", "synth:v090-disk-states",
+	} {
+		t.Run(spec, func(t *testing.T) {
+			path, dev := goldenMember(t, spec)
+			r := runMdtool(t, vmHost, "examine", "--json", "--config", conf, path)
+			if !json.Valid([]byte(r.stdout)) {
+				t.Fatalf("not JSON: %q", r.stdout)
+			}
+			golden(t, "examine-"+goldenFileName(spec)+".json", strings.ReplaceAll(r.stdout, path, dev))
+		})
+	}
+}
+
+func TestExamineBitmapJSONGolden(t *testing.T) {
+	for _, spec := range []string{
+		"raid1-bitmap/vdc", "raid1-bitmap-crash/vdu", "vm:run1/vds", "vm:run1/vdc",
+		"synth:bitmap-cluster", "synth:bitmap-truncated", "synth:bitmap-lockless", "synth:bitmap-v2",
+	} {
+		t.Run(spec, func(t *testing.T) {
+			path, dev := goldenMember(t, spec)
+			r := runMdtool(t, vmHost, "examine-bitmap", "--json", path)
+			if !json.Valid([]byte(r.stdout)) {
+				t.Fatalf("not JSON: %q", r.stdout)
+			}
+			out := strings.ReplaceAll(r.stdout, path, dev)
+			out += fmt.Sprintf("exit %d\n%s", r.code, strings.ReplaceAll(r.stderr, path, dev))
+			golden(t, "examine-bitmap-"+goldenFileName(spec)+".json", out)
+		})
+	}
+}
+
+// TestExamineBitmapLockless: mdadm 4.2 rejects version 6 ("unknown bitmap
+// version"); mdtool names it and prints the header.
+func TestExamineBitmapLockless(t *testing.T) {
+	path, dev := goldenMember(t, "synth:bitmap-lockless")
+	r := runMdtool(t, vmHost, "-X", path)
+	if r.code != 0 || r.stderr != "" {
+		t.Fatalf("exit %d, stderr %q", r.code, r.stderr)
+	}
+	if !strings.Contains(r.stdout, "         Version : 6\n") || !strings.Contains(r.stdout, "lockless") {
+		t.Errorf("output %q", r.stdout)
+	}
+	golden(t, "examine-bitmap-lockless.txt", strings.ReplaceAll(r.stdout, path, dev))
+	// examine itself is unchanged: the bitmap superblock is valid.
+	e := runMdtool(t, vmHost, "-E", "--config", emptyConf(t), path)
+	if e.code != 0 || !strings.Contains(e.stdout, "Internal Bitmap : 8 sectors from superblock") {
+		t.Errorf("examine: exit %d %q", e.code, e.stdout)
+	}
+}
+
+// TestExamineJSONAgreesWithText checks the JSON of every fixture member
+// against the text mdadm printed for it.
+func TestExamineJSONAgreesWithText(t *testing.T) {
+	setMapDev(t, vmDevName)
+	conf := emptyConf(t)
+	for _, fc := range loadCases(t) {
+		for i, m := range fc.c.Members {
+			t.Run(fc.c.Name+"/"+m.Name, func(t *testing.T) {
+				text := readCaseFile(t, fc.c, m.Examine)
+				field := func(label string) string {
+					for _, l := range strings.Split(text, "\n") {
+						if k, v, ok := strings.Cut(l, " : "); ok && strings.TrimSpace(k) == label {
+							return v
+						}
+					}
+					return ""
+				}
+				r := runMdtool(t, vmHost, "examine", "--json", "--config", conf, fc.paths[i])
+				var docs []map[string]any
+				if err := json.Unmarshal([]byte(r.stdout), &docs); err != nil || len(docs) != 1 {
+					t.Fatalf("%v: %q", err, r.stdout)
+				}
+				d := docs[0]
+				num := func(k string) float64 { f, _ := d[k].(float64); return f }
+				str := func(k string) string { s, _ := d[k].(string); return s }
+				if fc.c.Metadata == "0.90" {
+					if d["metadata"] != "0.90" || !strings.HasPrefix(field("UUID"), str("uuid")) {
+						t.Errorf("0.90: %v", d)
+					}
+					return
+				}
+				if d["metadata"] != fc.c.Metadata || str("array_uuid") != field("Array UUID") ||
+					str("device_uuid") != field("Device UUID") || str("level_name") != field("Raid Level") {
+					t.Errorf("identity: %v", d)
+				}
+				if fmt.Sprintf("0x%x", int64(num("feature_map"))) != field("Feature Map") {
+					t.Errorf("feature_map %v, text %q", d["feature_map"], field("Feature Map"))
+				}
+				if num("avail_dev_size_bytes") != 512*num("avail_dev_size_sectors") ||
+					fmt.Sprintf("%d sectors", int64(num("avail_dev_size_sectors"))) != strings.Fields(field("Avail Dev Size"))[0]+" sectors" {
+					t.Errorf("avail dev size %v %v, text %q", d["avail_dev_size_sectors"], d["avail_dev_size_bytes"], field("Avail Dev Size"))
+				}
+				if fmt.Sprint(int64(num("events"))) != field("Events") || str("state") != field("State") {
+					t.Errorf("events/state %v %v", d["events"], d["state"])
+				}
+				ck, _ := d["checksum"].(map[string]any)
+				if ck == nil || ck["correct"] != strings.HasSuffix(field("Checksum"), "correct") {
+					t.Errorf("checksum %v, text %q", ck, field("Checksum"))
+				}
+				if st := field("Array State"); !strings.HasPrefix(st, str("array_state")+" ") {
+					t.Errorf("array_state %q, text %q", str("array_state"), st)
+				}
+				_, hasBitmap := d["bitmap"]
+				if hasBitmap != (field("Internal Bitmap") != "") {
+					t.Errorf("bitmap %v, text %q", hasBitmap, field("Internal Bitmap"))
+				}
+			})
+		}
+	}
+}
+
+// TestMdadmStyleArguments runs mdtool the way scripts run mdadm.
+func TestMdadmStyleArguments(t *testing.T) {
+	setMapDev(t, vmDevName)
+	conf := emptyConf(t)
+	root, err := fixture.Dir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	load := func(name string) *fxCase {
+		c, err := fixture.LoadCase(filepath.Join(root, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		paths, err := c.Materialize(t.TempDir())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return &fxCase{c, paths}
+	}
+	bm := load("raid1-bitmap")
+	spare := load("raid1-spare")
+	m := bm.c.Members[0]
+
+	t.Run("-E", func(t *testing.T) {
+		r := runMdtool(t, vmHost, "-E", "-c", conf, bm.paths[0])
+		want := readCaseFile(t, bm.c, m.Examine)
+		if r.code != 0 || strings.Replace(r.stdout, bm.paths[0]+":", m.Dev+":", 1) != want {
+			t.Errorf("exit %d\n%s", r.code, diffText(want, r.stdout))
+		}
+	})
+	t.Run("--examine --export", func(t *testing.T) {
+		r := runMdtool(t, vmHost, "--examine", "--export", "--config="+conf, bm.paths[0])
+		if want := readCaseFile(t, bm.c, m.Export); r.code != 0 || r.stdout != want {
+			t.Errorf("exit %d\n%s", r.code, diffText(want, r.stdout))
+		}
+	})
+	t.Run("-Eb", func(t *testing.T) {
+		r := runMdtool(t, vmHost, append([]string{"-Eb", "-c", conf}, spare.paths...)...)
+		if want := readCaseFile(t, spare.c, spare.c.Outputs.Brief); r.code != 0 || r.stdout != want {
+			t.Errorf("exit %d\n%s", r.code, diffText(want, r.stdout))
+		}
+	})
+	t.Run("-X", func(t *testing.T) {
+		r := runMdtool(t, vmHost, "-X", bm.paths[0])
+		want := readCaseFile(t, bm.c, m.ExamineBitmap)
+		if r.code != 0 || strings.Replace(r.stdout, bm.paths[0], m.Dev, 1) != want {
+			t.Errorf("exit %d\n%s", r.code, diffText(want, r.stdout))
+		}
+	})
+	// --scan over a DEVICE line that names both cases: mdadm prints the
+	// array it met last first.
+	scanConf := filepath.Join(t.TempDir(), "mdadm.conf")
+	text := fmt.Sprintf("# two arrays\nDEVICE %s\n   %s\nHOMEHOST <system>\n",
+		filepath.Join(filepath.Dir(bm.paths[0]), "*.img"), filepath.Join(filepath.Dir(spare.paths[0]), "vd?.img"))
+	if err := os.WriteFile(scanConf, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	wantScan := readCaseFile(t, spare.c, spare.c.Outputs.Brief) + readCaseFile(t, bm.c, bm.c.Outputs.Brief)
+	for _, args := range [][]string{
+		{"-Es", "-c", scanConf},
+		{"--examine", "--scan", "--config", scanConf},
+		{"-E", "--scan", "--config=" + scanConf},
+		{"examine", "-s", "-c", scanConf},
+	} {
+		t.Run(strings.Join(args[:len(args)-1], " "), func(t *testing.T) {
+			r := runMdtool(t, vmHost, args...)
+			if r.code != 0 || r.stderr != "" || r.stdout != wantScan {
+				t.Errorf("exit %d, stderr %q\n%s", r.code, r.stderr, diffText(wantScan, r.stdout))
+			}
+		})
+	}
+	t.Run("-Esv", func(t *testing.T) {
+		r := runMdtool(t, vmHost, "-Esv", "-c", scanConf)
+		got := r.stdout
+		for i, p := range spare.paths {
+			got = strings.ReplaceAll(got, p, spare.c.Members[i].Dev)
+		}
+		for i, p := range bm.paths {
+			got = strings.ReplaceAll(got, p, bm.c.Members[i].Dev)
+		}
+		if r.code != 0 {
+			t.Errorf("exit %d", r.code)
+		}
+		golden(t, "scan-verbose.txt", got)
+		if !strings.Contains(got, "   spares=1   devices=/dev/vdg,/dev/vdf,/dev/vde\n") {
+			t.Errorf("devices= line of the spare case missing:\n%s", got)
+		}
+	})
+}
+
+// TestExamineExitStatus covers mdadm's messages and exit codes for
+// devices that are missing, empty or without a bitmap.
+func TestExamineExitStatus(t *testing.T) {
+	conf := emptyConf(t)
+	good, _ := goldenMember(t, "vm:run1/vda")
+	nobm, _ := goldenMember(t, "vm:run1/vdc")
+	dir := t.TempDir()
+	empty := filepath.Join(dir, "empty.img")
+	if err := os.WriteFile(empty, make([]byte, 1<<20), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tiny := filepath.Join(dir, "tiny.img")
+	if err := os.WriteFile(tiny, make([]byte, 1000), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	missing := filepath.Join(dir, "missing")
+	for _, c := range []struct {
+		name       string
+		args       []string
+		code       int
+		stderr     string
+		stdoutHas  string
+		stdoutNone bool
+	}{
+		{"no superblock", []string{"-E", "-c", conf, empty}, 1, "mdtool: No md superblock detected on " + empty + ".\n", "", true},
+		{"tiny file", []string{"-E", "-c", conf, tiny}, 1, "mdtool: No md superblock detected on " + tiny + ".\n", "", true},
+		{"missing", []string{"-E", "-c", conf, missing}, 1, "mdtool: cannot open " + missing + ": No such file or directory\n", "", true},
+		{"mixed", []string{"-E", "-c", conf, empty, good, missing}, 1,
+			"mdtool: No md superblock detected on " + empty + ".\nmdtool: cannot open " + missing + ": No such file or directory\n",
+			good + ":\n          Magic : a92b4efc", false},
+		{"brief hides no superblock", []string{"-Eb", "-c", conf, empty}, 0, "", "", true},
+		{"brief still reports unopenable", []string{"-Eb", "-c", conf, missing}, 1, "mdtool: cannot open " + missing + ": No such file or directory\n", "", true},
+		{"scan hides both", []string{"-Es", "-c", conf, empty, missing, good}, 0, "", "ARRAY /dev/md/0  metadata=1.2", false},
+		{"export", []string{"-E", "--export", "-c", conf, empty}, 1, "mdtool: No md superblock detected on " + empty + ".\n", "", true},
+		{"no devices", []string{"-E"}, 2, "mdtool: No devices to examine\n", "", true},
+		{"scan without DEVICE lines", []string{"-Es", "-c", "none"}, 0, "", "", false},
+		{"json no superblock", []string{"-E", "--json", "-c", conf, empty}, 1, "mdtool: No md superblock detected on " + empty + ".\n", `"error": "no md superblock detected"`, false},
+		{"-X no bitmap", []string{"-X", nobm}, 1, "mdtool: " + nobm + " doesn't have bitmap\n", "", true},
+		{"-X missing", []string{"-X", missing}, 1, "mdtool: failed to open bitmap file " + missing + ": No such file or directory\n", "", true},
+		{"-X no devices", []string{"-X"}, 2, "mdtool: No devices given.\n", "", true},
+		{"-X mixed", []string{"-X", nobm, good}, 1, "mdtool: " + nobm + " doesn't have bitmap\n", "        Filename : " + good, false},
+		{"-X json no bitmap", []string{"-X", "--json", nobm}, 1, "mdtool: " + nobm + " doesn't have bitmap\n", `"error": "` + nobm + ` doesn't have bitmap"`, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r := runMdtool(t, vmHost, c.args...)
+			if r.code != c.code {
+				t.Errorf("exit %d, want %d", r.code, c.code)
+			}
+			if c.name != "scan without DEVICE lines" && r.stderr != c.stderr {
+				t.Errorf("stderr %q, want %q", r.stderr, c.stderr)
+			}
+			if c.stdoutNone && r.stdout != "" {
+				t.Errorf("stdout %q, want nothing", r.stdout)
+			}
+			if c.stdoutHas != "" && !strings.Contains(r.stdout, c.stdoutHas) {
+				t.Errorf("stdout %q lacks %q", r.stdout, c.stdoutHas)
 			}
 		})
 	}
