@@ -591,3 +591,37 @@ func TestRun(t *testing.T) {
 		t.Fatalf("tick errors: %+v", st)
 	}
 }
+
+// A Target that fails a member on a write error (drops it from Members())
+// gets the flush retried on the remaining members: StartWrite succeeds.
+func TestFailedMemberDroppedAndRetried(t *testing.T) {
+	geoms := twoMembers()
+	b, r, _ := setup{h: stdHeader, geoms: geoms, sub: true}.build(t)
+	r.fail = func(member int, off int64, n int) error {
+		if member == 1 {
+			r.geoms = r.geoms[:1] // r.mu is held: mark member 1 faulty
+			return errInjected
+		}
+		return nil
+	}
+	mustStart(t, b, b.chunkSector(chunkPage1))
+	if !r.diskBit(0, geoms[0], chunkPage1) {
+		t.Fatal("bit not on the surviving member")
+	}
+	st := b.Stats()
+	if st.Retries != 1 || st.Errors != 1 || st.LastErr != nil {
+		t.Fatalf("stats %+v, want one retried failure and no error left", st)
+	}
+	if w := b.ctr[chunkPage1].Load(); w&persisted == 0 {
+		t.Fatal("bit not marked durable after the retry")
+	}
+	// A member that keeps failing without being dropped: the error is
+	// returned and nothing is retried.
+	r.fail = func(member int, off int64, n int) error { return errInjected }
+	if err := b.StartWrite(b.chunkSector(chunkLast), 8); !errors.Is(err, errInjected) {
+		t.Fatalf("StartWrite: %v", err)
+	}
+	if st := b.Stats(); st.Retries != 1 {
+		t.Fatalf("retried a failure on a listed member: %+v", st)
+	}
+}

@@ -225,14 +225,49 @@ var errNotPersisted = errors.New("wib: internal error: bitmap change not persist
 
 // flushLocked writes everything dirty to every member; b.mu is held on
 // entry and exit and released during the I/O. The caller must have
-// checked that no flush is running.
+// checked that no flush is running. When writes fail only on members that
+// the Target has meanwhile dropped from Members() (it failed them), the
+// flush is retried on the remaining members, as md's write_sb_page
+// restarts after md_super_wait reports an error.
 func (b *Bitmap) flushLocked() error {
 	b.flushing = true
 	b.started++
+	var err error
+	for {
+		var failed []int
+		failed, err = b.attemptLocked()
+		if err == nil || !b.goneLocked(failed) {
+			break
+		}
+		b.stats.Retries++
+	}
+	b.finishLocked(err)
+	return err
+}
+
+// goneLocked reports whether none of the failed members is listed by the
+// Target any more (false when there are none: not an I/O failure).
+func (b *Bitmap) goneLocked(failed []int) bool {
+	if len(failed) == 0 {
+		return false
+	}
+	for _, m := range b.t.Members() {
+		for _, f := range failed {
+			if m.Index == f {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// attemptLocked is one try of a flush. It returns the members whose
+// writes failed.
+func (b *Bitmap) attemptLocked() ([]int, error) {
 	plans, err := b.planLocked(b.t.Members())
 	if err != nil {
-		b.finishLocked(err)
-		return err
+		b.stats.Errors++
+		return nil, err
 	}
 	hdrFirst, hdrSeq := b.hdrDirty, b.hdrSeq
 	b.hdrDirty = false
@@ -246,7 +281,7 @@ func (b *Bitmap) flushLocked() error {
 	b.pendingSet = nil
 
 	b.mu.Unlock()
-	writes, nbytes, err := writePlans(b.t, plans, hdrFirst)
+	writes, nbytes, failed, err := writePlans(b.t, plans, hdrFirst)
 	b.mu.Lock()
 
 	b.stats.Writes += writes
@@ -258,27 +293,27 @@ func (b *Bitmap) flushLocked() error {
 		}
 	}
 	if err != nil {
+		b.stats.Errors++
 		b.remarkLocked(plans)
 		b.pendingSet = append(b.pendingSet, set...)
 		if hdrFirst {
 			b.hdrDirty = true
 		}
-	} else {
-		for _, c := range set {
-			p := &b.ctr[c]
-			for {
-				w := p.Load()
-				if w&kernMask == 0 || p.CompareAndSwap(w, w|persisted) {
-					break
-				}
+		return failed, err
+	}
+	for _, c := range set {
+		p := &b.ctr[c]
+		for {
+			w := p.Load()
+			if w&kernMask == 0 || p.CompareAndSwap(w, w|persisted) {
+				break
 			}
 		}
-		if hdrFirst {
-			b.hdrDone = hdrSeq
-		}
 	}
-	b.finishLocked(err)
-	return err
+	if hdrFirst {
+		b.hdrDone = hdrSeq
+	}
+	return nil, nil
 }
 
 func (b *Bitmap) finishLocked(err error) {
@@ -286,16 +321,13 @@ func (b *Bitmap) finishLocked(err error) {
 	b.completed++
 	b.lastFlushErr = err
 	b.stats.LastErr = err
-	if err != nil {
-		b.stats.Errors++
-	}
 	b.cond.Broadcast()
 }
 
 // writePlans does the I/O of a flush: members in parallel; when the header
 // changed, the extent holding it goes to every member before anything
 // else does.
-func writePlans(t Target, plans []memberPlan, hdrFirst bool) (writes, nbytes uint64, err error) {
+func writePlans(t Target, plans []memberPlan, hdrFirst bool) (writes, nbytes uint64, failed []int, err error) {
 	var mu sync.Mutex
 	var errs []error
 	run := func(phase int) {
@@ -309,6 +341,7 @@ func writePlans(t Target, plans []memberPlan, hdrFirst bool) (writes, nbytes uin
 				if e := t.WriteBitmap(p.tr.m.Index, int64(x.Off), p.data[i]); e != nil {
 					mu.Lock()
 					errs = append(errs, &WriteError{Member: p.tr.m.Index, Off: int64(x.Off), Len: len(p.data[i]), Err: e})
+					failed = append(failed, p.tr.m.Index)
 					mu.Unlock()
 					break
 				}
@@ -337,11 +370,11 @@ func writePlans(t Target, plans []memberPlan, hdrFirst bool) (writes, nbytes uin
 	if hdrFirst {
 		run(0)
 		if len(errs) > 0 {
-			return writes, nbytes, errors.Join(errs...)
+			return writes, nbytes, failed, errors.Join(errs...)
 		}
 	}
 	run(1)
-	return writes, nbytes, errors.Join(errs...)
+	return writes, nbytes, failed, errors.Join(errs...)
 }
 
 // waitPersistedLocked waits until every chunk in cs is durable, running

@@ -70,6 +70,13 @@ type Target interface {
 	// to the member, durably (FUA or write+flush). off is relative to the
 	// bitmap superblock. Each member may get its own extents: wib
 	// computes them per member geometry.
+	//
+	// WriteBitmap runs while a flush is in progress: it must not call
+	// back into the Bitmap (SetEvents, StartWrite, Tick, ... would wait
+	// for that very flush: deadlock). To fail a member it may mark it
+	// faulty so that Members() stops listing it: the flush is then
+	// retried on the remaining members (md's write_sb_page restart), and
+	// the caller updates the superblocks afterwards.
 	WriteBitmap(member int, off int64, p []byte) error
 	// Members lists the active, non-faulty members carrying the bitmap.
 	Members() []MemberGeom
@@ -135,7 +142,8 @@ type Stats struct {
 	Writes     uint64 // WriteBitmap calls
 	Bytes      uint64 // bytes passed to WriteBitmap, all members
 	SetFlushes uint64 // flushes that carried at least one newly set bit
-	Errors     uint64 // failed flushes
+	Errors     uint64 // failed flush attempts
+	Retries    uint64 // flushes retried after the Target dropped a failed member
 	TickErrors uint64 // failed Tick calls from Run
 	LastErr    error  // the last flush error, nil after a successful flush
 }
