@@ -512,10 +512,11 @@ func (a *Array) write(p []byte, off int64, fua bool) (int, error) {
 	if len(p) == 0 {
 		return 0, nil
 	}
-	if err := a.writeStart(); err != nil {
+	key := uint64(off >> 20)
+	if err := a.writeStart(key); err != nil {
 		return 0, err
 	}
-	defer a.writeEnd()
+	defer a.writeEnd(key)
 	done := int64(0)
 	err := a.pieces(off, int64(len(p)), func(o, n int64, full bool) error {
 		err := a.pers.write(p[o-off:o-off+n], uint64(o>>9), full, fua)
@@ -645,10 +646,11 @@ func (a *Array) zeroOrDiscard(off, n int64, discard bool) error {
 	if n == 0 {
 		return nil
 	}
-	if err := a.writeStart(); err != nil {
+	key := uint64(off >> 20)
+	if err := a.writeStart(key); err != nil {
 		return err
 	}
-	defer a.writeEnd()
+	defer a.writeEnd(key)
 	return a.pieces(off, n, func(o, l int64, full bool) error {
 		return a.pers.zero(uint64(o>>9), uint64(l>>9), full, discard)
 	})

@@ -13,10 +13,13 @@ func addrOf(b []byte) uintptr {
 	return uintptr(unsafe.Pointer(unsafe.SliceData(b)))
 }
 
-const memPageSize = 64 << 10
+const (
+	memPageSize  = 64 << 10
+	memLockShift = 12 // one lock per 4 KiB
+)
 
 type memPage struct {
-	mu   sync.RWMutex
+	mu   [memPageSize >> memLockShift]sync.RWMutex
 	data [memPageSize]byte
 }
 
@@ -66,14 +69,15 @@ func (m *MemDevice) ReadAt(p []byte, off int64) (int, error) {
 	for done < len(p) {
 		pi := off / memPageSize
 		po := int(off % memPageSize)
-		n := min(len(p)-done, memPageSize-po)
+		n := min(len(p)-done, 1<<memLockShift-po%(1<<memLockShift))
 		pg := m.pages[pi].Load()
 		if pg == nil {
 			clear(p[done : done+n])
 		} else {
-			pg.mu.RLock()
+			l := &pg.mu[po>>memLockShift]
+			l.RLock()
 			copy(p[done:done+n], pg.data[po:po+n])
-			pg.mu.RUnlock()
+			l.RUnlock()
 		}
 		done += n
 		off += int64(n)
@@ -105,11 +109,12 @@ func (m *MemDevice) WriteAt(p []byte, off int64) (int, error) {
 	for done < len(p) {
 		pi := off / memPageSize
 		po := int(off % memPageSize)
-		n := min(len(p)-done, memPageSize-po)
+		n := min(len(p)-done, 1<<memLockShift-po%(1<<memLockShift))
 		pg := m.page(pi)
-		pg.mu.Lock()
+		l := &pg.mu[po>>memLockShift]
+		l.Lock()
 		copy(pg.data[po:po+n], p[done:done+n])
-		pg.mu.Unlock()
+		l.Unlock()
 		done += n
 		off += int64(n)
 	}
@@ -131,9 +136,14 @@ func (m *MemDevice) WriteZeroes(off, n int64) error {
 		if po == 0 && c == memPageSize {
 			m.pages[pi].Store(nil)
 		} else if pg := m.pages[pi].Load(); pg != nil {
-			pg.mu.Lock()
-			clear(pg.data[po : po+c])
-			pg.mu.Unlock()
+			for o := po; o < po+c; {
+				e := min(po+c, (o>>memLockShift+1)<<memLockShift)
+				l := &pg.mu[o>>memLockShift]
+				l.Lock()
+				clear(pg.data[o:e])
+				l.Unlock()
+				o = e
+			}
 		}
 		off += c
 		n -= c

@@ -32,11 +32,39 @@ const (
 	stateChecking = 2 // set_in_sync is checking for writes in flight
 )
 
+const pendShards = 16
+
+type pendShard struct {
+	n    atomic.Int64
+	last atomic.Int64 // UnixNano of the last write end
+	_    [48]byte
+}
+
+// pending sums the writes in flight.
+func (ms *metaState) pending() int64 {
+	var n int64
+	for i := range ms.pend {
+		n += ms.pend[i].n.Load()
+	}
+	return n
+}
+
+// lastEnd is when the last write ended (UnixNano).
+func (ms *metaState) lastEnd() int64 {
+	var t int64
+	for i := range ms.pend {
+		t = max(t, ms.pend[i].last.Load())
+	}
+	return t
+}
+
 type metaState struct {
-	mu          sync.Mutex    // serialises superblock updates
-	state       atomic.Uint32 // fast-path copy of the state above
-	pending     atomic.Int64  // writes in flight (writes_pending)
-	lastEnd     atomic.Int64  // UnixNano of the last write end
+	mu    sync.Mutex    // serialises superblock updates
+	state atomic.Uint32 // fast-path copy of the state above
+	// Writes in flight and the time the last one ended, sharded like
+	// md's per-cpu writes_pending so that concurrent writers do not share
+	// a cache line.
+	pend        [pendShards]pendShard
 	events      uint64
 	inSync      bool
 	recoveryCP  uint64 // resync_offset to record when clean
@@ -46,11 +74,14 @@ type metaState struct {
 
 // writeStart is md_write_start: count the write, and when the array is
 // clean make it active (superblocks rewritten) before the write proceeds.
-func (a *Array) writeStart() error {
+// key spreads concurrent writers over the pending shards; writeEnd must
+// get the same key.
+func (a *Array) writeStart(key uint64) error {
 	if !a.redundant() {
 		return nil
 	}
-	a.meta.pending.Add(1)
+	ps := &a.meta.pend[(key*0x9e3779b97f4a7c15)>>60%pendShards]
+	ps.n.Add(1)
 	if a.meta.state.Load() == stateActive {
 		return nil
 	}
@@ -65,19 +96,20 @@ func (a *Array) writeStart() error {
 	}
 	a.meta.state.Store(stateActive)
 	if a.failed.Load() {
-		a.meta.pending.Add(-1)
+		ps.n.Add(-1)
 		return ErrFailed
 	}
 	return nil
 }
 
 // writeEnd is md_write_end.
-func (a *Array) writeEnd() {
+func (a *Array) writeEnd(key uint64) {
 	if !a.redundant() {
 		return
 	}
-	a.meta.lastEnd.Store(a.opts.Clock().UnixNano())
-	a.meta.pending.Add(-1)
+	ps := &a.meta.pend[(key*0x9e3779b97f4a7c15)>>60%pendShards]
+	ps.last.Store(a.opts.Clock().UnixNano())
+	ps.n.Add(-1)
 }
 
 // safeMode marks the array clean once no write has been in flight for
@@ -86,10 +118,10 @@ func (a *Array) safeMode(now time.Time) {
 	if a.opts.ReadOnly || !a.redundant() || a.opts.SafeModeDelay < 0 {
 		return
 	}
-	if a.meta.state.Load() != stateActive || a.meta.pending.Load() != 0 {
+	if a.meta.state.Load() != stateActive || a.meta.pending() != 0 {
 		return
 	}
-	if now.UnixNano()-a.meta.lastEnd.Load() < int64(a.opts.SafeModeDelay) {
+	if now.UnixNano()-a.meta.lastEnd() < int64(a.opts.SafeModeDelay) {
 		return
 	}
 	a.meta.mu.Lock()
@@ -109,7 +141,7 @@ func (a *Array) setInSyncLocked(force bool) {
 		return
 	}
 	a.meta.state.Store(stateChecking)
-	if a.meta.pending.Load() != 0 {
+	if a.meta.pending() != 0 {
 		a.meta.state.Store(stateActive)
 		return
 	}

@@ -1,0 +1,342 @@
+package engine
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// Benchmarks of the engine over memory members. Every engine figure comes
+// with a baseline of the same members driven directly (no RAID), measured
+// in the same run: sub-benchmark "members" and, inside each engine
+// benchmark, the metric x_members (engine throughput / members
+// throughput for the same data volume and request sizes).
+//
+// Arrays: 4 data members everywhere a level allows it (raid0 4 disks,
+// raid5 4+1, raid6 4+2, raid10 n2 on 4, raid1 on 2), 64 KiB chunks (full
+// stripe 256 KiB, so 1 MiB requests are whole stripes), 64 MiB members.
+
+var benchSpecs = []spec{
+	{level: "raid0", n: 4, chunkKiB: 64, devMiB: []int{64}},
+	{level: "raid1", n: 2, devMiB: []int{64}},
+	{level: "raid5", n: 5, chunkKiB: 64, devMiB: []int{64}},
+	{level: "raid6", n: 6, chunkKiB: 64, devMiB: []int{64}},
+	{level: "raid10", layout: "n2", n: 4, chunkKiB: 64, devMiB: []int{64}},
+}
+
+func benchArray(b *testing.B, s spec) (*Array, []*MemDevice) {
+	b.Helper()
+	mems := create(b, s)
+	o := testOptions()
+	a, err := Open(devices(mems), o)
+	if err != nil {
+		b.Fatal(err)
+	}
+	// touch every page once so that sparse allocation is not measured
+	p := make([]byte, 1<<20)
+	for off := int64(0); off+int64(len(p)) <= a.Size(); off += int64(len(p)) {
+		if _, err := a.WriteAt(p, off); err != nil {
+			b.Fatal(err)
+		}
+	}
+	return a, mems
+}
+
+type benchOp struct {
+	name  string
+	size  int64
+	write bool
+	rand  bool
+}
+
+var benchOps = []benchOp{
+	{"seqread1M", 1 << 20, false, false},
+	{"seqwrite1M", 1 << 20, true, false},
+	{"randread4K", 4 << 10, false, true},
+	{"randwrite4K", 4 << 10, true, true},
+}
+
+// runOps performs n requests of op on an io target of size bytes.
+func runOps(n int, op benchOp, size int64, p []byte, rw func(p []byte, off int64, write bool) error) error {
+	r := rand.New(rand.NewPCG(1, 2))
+	off := int64(0)
+	blocks := size / op.size
+	for i := 0; i < n; i++ {
+		if op.rand {
+			off = r.Int64N(blocks) * op.size
+		} else if off+op.size > size {
+			off = 0
+		}
+		if err := rw(p[:op.size], off, op.write); err != nil {
+			return err
+		}
+		if !op.rand {
+			off += op.size
+		}
+	}
+	return nil
+}
+
+// membersRW drives the members alone: a request of the array's size is
+// spread over the data members the way raid0 would (chunk-sized pieces
+// round robin), one goroutine per member for requests of 256 KiB and more
+// (as the engine fans out); a 4 KiB request goes to one member.
+func membersRW(mems []*MemDevice, dataMembers int, chunk int64) func(p []byte, off int64, write bool) error {
+	devSize := mems[0].Geometry().Size - (8 << 20)
+	one := func(p []byte, off int64, write bool, only int) error {
+		for pos := int64(0); pos < int64(len(p)); {
+			c := chunk - (off+pos)%chunk
+			c = min(c, int64(len(p))-pos)
+			ch := (off + pos) / chunk
+			mi := int(ch) % dataMembers
+			if only >= 0 && mi != only {
+				pos += c
+				continue
+			}
+			m := mems[mi]
+			moff := (ch/int64(dataMembers)*chunk + (off+pos)%chunk) % devSize
+			var err error
+			if write {
+				_, err = m.WriteAt(p[pos:pos+c], moff)
+			} else {
+				_, err = m.ReadAt(p[pos:pos+c], moff)
+			}
+			if err != nil {
+				return err
+			}
+			pos += c
+		}
+		return nil
+	}
+	return func(p []byte, off int64, write bool) error {
+		if len(p) < parallelThreshold || dataMembers == 1 {
+			return one(p, off, write, -1)
+		}
+		var wg sync.WaitGroup
+		errs := make([]error, dataMembers)
+		for i := 1; i < dataMembers; i++ {
+			wg.Add(1)
+			go func(i int) {
+				defer wg.Done()
+				errs[i] = one(p, off, write, i)
+			}(i)
+		}
+		errs[0] = one(p, off, write, 0)
+		wg.Wait()
+		for _, err := range errs {
+			if err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+}
+
+func arrayRW(a *Array) func(p []byte, off int64, write bool) error {
+	return func(p []byte, off int64, write bool) error {
+		var err error
+		if write {
+			_, err = a.WriteAt(p, off)
+		} else {
+			_, err = a.ReadAt(p, off)
+		}
+		return err
+	}
+}
+
+func dataMembers(s spec) int {
+	switch s.level {
+	case "raid1":
+		return 1
+	case "raid5":
+		return s.n - 1
+	case "raid6":
+		return s.n - 2
+	case "raid10":
+		return s.n / 2
+	}
+	return s.n
+}
+
+func BenchmarkEngine(b *testing.B) {
+	for _, s := range benchSpecs {
+		b.Run(s.level, func(b *testing.B) {
+			a, mems := benchArray(b, s)
+			defer a.Close()
+			dm := dataMembers(s)
+			chunk := int64(64 << 10)
+			if s.level == "raid1" {
+				chunk = 1 << 20
+			}
+			for _, op := range benchOps {
+				b.Run(op.name+"/members", func(b *testing.B) {
+					p := make([]byte, op.size)
+					b.SetBytes(op.size)
+					b.ResetTimer()
+					if err := runOps(b.N, op, a.Size(), p, membersRW(mems, dm, chunk)); err != nil {
+						b.Fatal(err)
+					}
+				})
+				b.Run(op.name+"/engine", func(b *testing.B) {
+					// Engine and members run alternately in small batches so
+					// that both see the same machine load.
+					p := make([]byte, op.size)
+					mrw, arw := membersRW(mems, dm, chunk), arrayRW(a)
+					var tEng, tMem time.Duration
+					b.SetBytes(op.size)
+					b.ResetTimer()
+					const batch = 32
+					for done := 0; done < b.N; done += batch {
+						n := min(batch, b.N-done)
+						b.StopTimer()
+						t0 := time.Now()
+						runOps(n, op, a.Size(), p, mrw)
+						tMem += time.Since(t0)
+						b.StartTimer()
+						t1 := time.Now()
+						if err := runOps(n, op, a.Size(), p, arw); err != nil {
+							b.Fatal(err)
+						}
+						tEng += time.Since(t1)
+					}
+					b.ReportMetric(float64(tMem)/float64(tEng), "x_members")
+				})
+			}
+		})
+	}
+}
+
+// BenchmarkFullStripeVsRAID0 compares sequential 1 MiB (whole stripe)
+// writes on raid5 and raid6 with raid0 over the same 4 data members,
+// measured alternately in one benchmark; target >= 0.7.
+func BenchmarkFullStripeVsRAID0(b *testing.B) {
+	r0, _ := benchArray(b, benchSpecs[0])
+	defer r0.Close()
+	for _, s := range []spec{benchSpecs[2], benchSpecs[3]} {
+		b.Run(s.level, func(b *testing.B) {
+			a, _ := benchArray(b, s)
+			defer a.Close()
+			op := benchOps[1]
+			var tEng, tR0 time.Duration
+			p := make([]byte, op.size)
+			b.SetBytes(op.size)
+			b.ResetTimer()
+			const batch = 64
+			for done := 0; done < b.N; done += batch {
+				n := min(batch, b.N-done)
+				t0 := time.Now()
+				runOps(n, op, r0.Size(), p, arrayRW(r0))
+				t1 := time.Now()
+				if err := runOps(n, op, a.Size(), p, arrayRW(a)); err != nil {
+					b.Fatal(err)
+				}
+				tEng += time.Since(t1)
+				tR0 += t1.Sub(t0)
+			}
+			b.ReportMetric(float64(tR0)/float64(tEng), "x_raid0")
+			b.ReportMetric(float64(int64(b.N)*op.size)/tEng.Seconds()/1e6, "MB/s")
+			b.ReportMetric(float64(int64(b.N)*op.size)/tR0.Seconds()/1e6, "raid0_MB/s")
+		})
+	}
+}
+
+// BenchmarkReadIn counts member reads caused by sequential writes: whole
+// stripes aligned (must be 0) and the same writes shifted by 4 KiB.
+func BenchmarkReadIn(b *testing.B) {
+	for _, s := range []spec{benchSpecs[2], benchSpecs[3]} {
+		for _, shift := range []int64{0, 4096} {
+			name := fmt.Sprintf("%s/aligned", s.level)
+			if shift != 0 {
+				name = fmt.Sprintf("%s/unaligned", s.level)
+			}
+			b.Run(name, func(b *testing.B) {
+				mems := create(b, s)
+				var counts []*CountingDevice
+				var devs []Device
+				for _, m := range mems {
+					c := &CountingDevice{Device: m}
+					counts = append(counts, c)
+					devs = append(devs, c)
+				}
+				a, err := Open(devs, testOptions())
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer a.Close()
+				p := make([]byte, 1<<20)
+				a.WriteAt(p[:4096], 0) // mark active outside the count
+				for _, c := range counts {
+					c.Reset()
+				}
+				b.SetBytes(int64(len(p)))
+				b.ResetTimer()
+				off := shift
+				for i := 0; i < b.N; i++ {
+					if off+int64(len(p)) > a.Size() {
+						off = shift
+					}
+					if _, err := a.WriteAt(p, off); err != nil {
+						b.Fatal(err)
+					}
+					off += int64(len(p))
+				}
+				b.StopTimer()
+				var reads, rbytes int64
+				for _, c := range counts {
+					reads += c.Reads.Load()
+					rbytes += c.ReadBytes.Load()
+				}
+				b.ReportMetric(float64(reads)/float64(b.N), "member-reads/op")
+				b.ReportMetric(float64(rbytes)/float64(b.N), "member-read-bytes/op")
+			})
+		}
+	}
+}
+
+// BenchmarkRandWriteIOPS: 4 KiB random writes with 1, 2, 4 and 8
+// concurrent writers. Each benchmark iteration is a round that runs the
+// four writer counts one after the other (2000 writes each), so that all
+// four see the same machine load; the metrics iops_Nw are totals over all
+// rounds.
+func BenchmarkRandWriteIOPS(b *testing.B) {
+	for _, s := range []spec{benchSpecs[2], benchSpecs[3], benchSpecs[4], benchSpecs[1], benchSpecs[0]} {
+		b.Run(s.level, func(b *testing.B) {
+			a, _ := benchArray(b, s)
+			defer a.Close()
+			counts := []int{1, 2, 4, 8}
+			elapsed := make([]time.Duration, len(counts))
+			const perRound = 2000
+			blocks := a.Size() / 4096
+			b.ResetTimer()
+			for round := 0; round < b.N; round++ {
+				for ci, writers := range counts {
+					var next atomic.Int64
+					var wg sync.WaitGroup
+					t0 := time.Now()
+					for w := 0; w < writers; w++ {
+						wg.Add(1)
+						go func(w int) {
+							defer wg.Done()
+							r := rand.New(rand.NewPCG(uint64(w), uint64(round)))
+							p := make([]byte, 4096)
+							for next.Add(1) <= perRound {
+								if _, err := a.WriteAt(p, r.Int64N(blocks)*4096); err != nil {
+									b.Error(err)
+									return
+								}
+							}
+						}(w)
+					}
+					wg.Wait()
+					elapsed[ci] += time.Since(t0)
+				}
+			}
+			for ci, writers := range counts {
+				b.ReportMetric(float64(b.N*perRound)/elapsed[ci].Seconds(), fmt.Sprintf("iops_%dw", writers))
+			}
+		})
+	}
+}
