@@ -1,0 +1,257 @@
+// Command benchtable runs mdtool's benchmarks and prints one table per
+// package, each figure side by side with the baseline measured in the same
+// run, followed by the issue targets with PASS/FAIL. "make bench" runs it.
+//
+// Conventions it relies on: a sub-benchmark's last name element is its
+// variant; variants named "members", "klauspost-1g", "klauspost", "raid0",
+// "baseline" or "nbdkit" are baselines for the other variants of the same
+// group. Benchmarks that measure their baseline inside one run report it as
+// extra metrics (e.g. raid0_MB/s, x_raid0, nbdkit-IOPS, ratio).
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/olekukonko/tablewriter"
+)
+
+type result struct {
+	pkg, group, variant string
+	metrics             map[string]float64
+	order               []string
+}
+
+var baselines = []string{"klauspost-1g", "members", "raid0", "baseline", "klauspost", "nbdkit"}
+
+func main() {
+	benchtime := flag.String("benchtime", "300ms", "go test -benchtime")
+	bench := flag.String("bench", ".", "go test -bench pattern")
+	pkgs := flag.String("pkgs", "./engine/parity,./engine,./engine/wib,./bitmap,./engine/nbd", "comma-separated packages")
+	flag.Parse()
+	var all []result
+	for _, p := range strings.Split(*pkgs, ",") {
+		fmt.Fprintf(os.Stderr, "benchtable: running %s\n", p)
+		cmd := exec.Command("go", "test", "-run", "^$", "-bench", *bench, "-benchtime", *benchtime, "-count", "1", p)
+		var out bytes.Buffer
+		cmd.Stdout = &out
+		cmd.Stderr = os.Stderr
+		if err := cmd.Run(); err != nil {
+			fmt.Fprintf(os.Stderr, "benchtable: %s: %v\n%s", p, err, out.String())
+			os.Exit(1)
+		}
+		all = append(all, parse(p, out.String())...)
+	}
+	for _, p := range strings.Split(*pkgs, ",") {
+		printPackage(p, all)
+	}
+	if !printTargets(all) {
+		os.Exit(1)
+	}
+}
+
+var procSuffix = regexp.MustCompile(`-\d+$`)
+
+func parse(pkg, out string) []result {
+	var rs []result
+	sc := bufio.NewScanner(strings.NewReader(out))
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		if len(f) < 4 || !strings.HasPrefix(f[0], "Benchmark") {
+			continue
+		}
+		name := procSuffix.ReplaceAllString(f[0], "")
+		group, variant := name, ""
+		if i := strings.LastIndex(name, "/"); i > 0 {
+			group, variant = name[:i], name[i+1:]
+		}
+		r := result{pkg: pkg, group: group, variant: variant, metrics: map[string]float64{}}
+		for i := 2; i+1 < len(f); i += 2 {
+			v, err := strconv.ParseFloat(f[i], 64)
+			if err != nil {
+				continue
+			}
+			r.metrics[f[i+1]] = v
+			r.order = append(r.order, f[i+1])
+		}
+		rs = append(rs, r)
+	}
+	return rs
+}
+
+// primary is the figure a row is compared on: throughput if there is one.
+func primary(r result) (string, float64) {
+	for _, k := range []string{"cpuMB/s", "MB/s", "iops", "iops_model"} {
+		if v, ok := r.metrics[k]; ok {
+			return k, v
+		}
+	}
+	return "ns/op", r.metrics["ns/op"]
+}
+
+func baselineOf(r result, rs []result) (result, bool) {
+	for _, b := range baselines {
+		for _, o := range rs {
+			if o.pkg == r.pkg && o.group == r.group && o.variant == b {
+				return o, true
+			}
+		}
+	}
+	return result{}, false
+}
+
+func isBaseline(v string) bool {
+	for _, b := range baselines {
+		if v == b {
+			return true
+		}
+	}
+	return false
+}
+
+func fmtNum(v float64) string {
+	switch {
+	case v == 0:
+		return "0"
+	case v >= 100:
+		return strconv.FormatFloat(v, 'f', 0, 64)
+	case v >= 1:
+		return strconv.FormatFloat(v, 'f', 2, 64)
+	}
+	return strconv.FormatFloat(v, 'g', 3, 64)
+}
+
+func printPackage(pkg string, all []result) {
+	var rs []result
+	for _, r := range all {
+		if r.pkg == pkg {
+			rs = append(rs, r)
+		}
+	}
+	if len(rs) == 0 {
+		return
+	}
+	fmt.Printf("\n## %s\n\n", pkg)
+	t := tablewriter.NewWriter(os.Stdout)
+	t.Header("benchmark", "variant", "figure", "value", "baseline", "value/baseline", "other metrics")
+	for _, r := range rs {
+		k, v := primary(r)
+		base, ratio := "", ""
+		if b, ok := baselineOf(r, rs); ok && !isBaseline(r.variant) {
+			_, bv := primary(b)
+			base = fmtNum(bv) + " (" + b.variant + ")"
+			if bv != 0 {
+				if k == "ns/op" {
+					ratio = fmtNum(bv / v)
+				} else {
+					ratio = fmtNum(v / bv)
+				}
+			}
+		}
+		var other []string
+		for _, m := range r.order {
+			if m != k && m != "ns/op" && m != "B/op" && m != "allocs/op" {
+				other = append(other, m+"="+fmtNum(r.metrics[m]))
+			}
+		}
+		_ = t.Append(strings.TrimPrefix(r.group, "Benchmark"), r.variant, k, fmtNum(v), base, ratio, strings.Join(other, " "))
+	}
+	_ = t.Render()
+}
+
+type target struct {
+	name, want, got string
+	ok              bool
+}
+
+// printTargets evaluates the issue's targets from the results.
+func printTargets(rs []result) bool {
+	var ts []target
+	find := func(pkg, group, variant string) (result, bool) {
+		for _, r := range rs {
+			if strings.HasSuffix(r.pkg, pkg) && r.group == group && r.variant == variant {
+				return r, true
+			}
+		}
+		return result{}, false
+	}
+	// P+Q at least 80% of klauspost's raw encoder (single goroutine, same buffers).
+	for _, r := range rs {
+		if strings.HasSuffix(r.pkg, "engine/parity") && strings.HasPrefix(r.group, "BenchmarkPQ/") && r.variant == "mdtool" {
+			if b, ok := find("engine/parity", r.group, "klauspost-1g"); ok {
+				_, v := primary(r)
+				_, bv := primary(b)
+				ts = append(ts, target{"P+Q " + strings.TrimPrefix(r.group, "BenchmarkPQ/"), ">= 0.80 x klauspost", fmtNum(v / bv), v >= 0.8*bv})
+			}
+		}
+	}
+	// Full-stripe raid5/6 sequential write >= 70% of raid0 over the same data members.
+	for _, r := range rs {
+		if strings.HasPrefix(r.group, "BenchmarkFullStripeVsRAID0") || strings.HasPrefix(r.group+"/"+r.variant, "BenchmarkFullStripeVsRAID0") {
+			if x, ok := r.metrics["x_raid0"]; ok {
+				ts = append(ts, target{"full-stripe write " + r.variant, ">= 0.70 x raid0", fmtNum(x), x >= 0.7})
+			}
+		}
+	}
+	// No member reads on aligned writes.
+	for _, r := range rs {
+		if strings.HasPrefix(r.group, "BenchmarkReadIn") && r.variant == "aligned" {
+			v := r.metrics["member-reads/op"]
+			ts = append(ts, target{"read-in " + strings.TrimPrefix(r.group, "BenchmarkReadIn/") + " aligned", "0 member reads", fmtNum(v), v == 0})
+		}
+	}
+	// IOPS never fall as writers are added (5% noise allowance).
+	groups := map[string][]result{}
+	for _, r := range rs {
+		if strings.HasPrefix(r.group, "BenchmarkRandWriteIOPS") && strings.HasPrefix(r.variant, "writers=") {
+			groups[r.group] = append(groups[r.group], r)
+		}
+	}
+	var gnames []string
+	for g := range groups {
+		gnames = append(gnames, g)
+	}
+	sort.Strings(gnames)
+	for _, g := range gnames {
+		w := groups[g]
+		sort.Slice(w, func(i, j int) bool { return writersOf(w[i]) < writersOf(w[j]) })
+		ok := true
+		var seq []string
+		for i, r := range w {
+			seq = append(seq, fmtNum(r.metrics["iops"]))
+			if i > 0 && r.metrics["iops"] < 0.95*w[i-1].metrics["iops"] {
+				ok = false
+			}
+		}
+		ts = append(ts, target{"4K randwrite IOPS " + strings.TrimPrefix(g, "BenchmarkRandWriteIOPS/"), "non-decreasing with writers 1,2,4,8", strings.Join(seq, " / "), ok})
+	}
+	if len(ts) == 0 {
+		return true
+	}
+	fmt.Printf("\n## targets\n\n")
+	t := tablewriter.NewWriter(os.Stdout)
+	t.Header("target", "want", "got", "result")
+	pass := true
+	for _, x := range ts {
+		res := "PASS"
+		if !x.ok {
+			res, pass = "FAIL", false
+		}
+		_ = t.Append(x.name, x.want, x.got, res)
+	}
+	_ = t.Render()
+	return pass
+}
+
+func writersOf(r result) int {
+	n, _ := strconv.Atoi(strings.TrimPrefix(r.variant, "writers="))
+	return n
+}
