@@ -21,6 +21,10 @@ import (
 type kspec struct {
 	spec
 	resync bool // let the kernel resync instead of --assume-clean
+	// degradedWrite: after the normal writes, the engine writes more with
+	// these members left out; the kernel must then assemble the array
+	// degraded and read what the engine wrote.
+	degradedWrite []int
 }
 
 func kernelSpecs() []kspec {
@@ -42,6 +46,12 @@ func kernelSpecs() []kspec {
 		kspec{spec: spec{level: "raid6", layout: "right-asymmetric", n: 4, chunkKiB: 64, devMiB: []int{4}}, resync: true},
 		kspec{spec: spec{level: "raid10", layout: "n2", n: 4, chunkKiB: 64, bitmap: true, devMiB: []int{4}}},
 		kspec{spec: spec{level: "raid10", layout: "f2", n: 4, chunkKiB: 64, bitmap: true, metadata: "1.0", devMiB: []int{4}}},
+		kspec{spec: spec{level: "raid5", layout: "left-symmetric", n: 4, chunkKiB: 64, devMiB: []int{4}}, degradedWrite: []int{1}},
+		kspec{spec: spec{level: "raid5", layout: "left-asymmetric", n: 4, chunkKiB: 64, bitmap: true, devMiB: []int{4}}, degradedWrite: []int{3}},
+		kspec{spec: spec{level: "raid6", layout: "left-symmetric", n: 5, chunkKiB: 64, devMiB: []int{4}}, degradedWrite: []int{0, 3}},
+		kspec{spec: spec{level: "raid6", layout: "ddf-N-continue", n: 5, chunkKiB: 64, devMiB: []int{4}}, degradedWrite: []int{2}},
+		kspec{spec: spec{level: "raid10", layout: "n2", n: 4, chunkKiB: 64, devMiB: []int{4}}, degradedWrite: []int{1}},
+		kspec{spec: spec{level: "raid1", n: 3, bitmap: true, devMiB: []int{4}}, degradedWrite: []int{0}},
 	)
 	return out
 }
@@ -165,7 +175,15 @@ func TestKernelInterop(t *testing.T) {
 	})
 	t.Logf("phase 1 (kernel create + write): %v", time.Since(start))
 	sizes := map[int]int64{}
+	var lastUp float64
 	for _, line := range strings.Split(string(out), "\n") {
+		if f := strings.Fields(line); len(f) == 4 && f[0] == "SIZE" {
+			up, _ := strconv.ParseFloat(f[3], 64)
+			if lastUp != 0 {
+				t.Logf("guest: array %s reached after %.1fs", f[1], up-lastUp)
+			}
+			lastUp = up
+		}
 		if strings.HasPrefix(line, "ERR") {
 			t.Errorf("guest: %s", line)
 		}
@@ -245,6 +263,16 @@ func TestKernelInterop(t *testing.T) {
 			if err := a.Close(); err != nil {
 				t.Fatalf("close: %v", err)
 			}
+			if s.degradedWrite != nil {
+				a, err = Open(members(i, s.degradedWrite...), DefaultOptions())
+				if err != nil {
+					t.Fatalf("degraded open: %v", err)
+				}
+				workload(t, a, m, uint64(i)+1000, 30)
+				if err := a.Close(); err != nil {
+					t.Fatalf("close: %v", err)
+				}
+			}
 			sum := md5.Sum(m.b)
 			want[i] = hex.EncodeToString(sum[:])
 		})
@@ -261,11 +289,20 @@ func TestKernelInterop(t *testing.T) {
 			continue
 		}
 		sc.WriteString(loops(i))
+		exm := 0
+		for contains(s.degradedWrite, exm) {
+			exm++
+		}
+		fmt.Fprintf(&sc, "set -- $D; M=$%d\n", exm+1)
+		fmt.Fprintf(&sc, "echo \"EXAMINE %d $(mdadm -E $M | grep -E '^ *(Events|State) :' | tr -s ' ' | tr '\\n' ' ')\"\n", i)
+		if s.bitmap {
+			fmt.Fprintf(&sc, "echo \"BITMAP %d $(mdadm -X $M | grep -E '^ *(Events|Events Cleared|Bitmap) :' | tr -s ' ' | tr '\\n' ' ')\"\n", i)
+		}
 		fmt.Fprintf(&sc, "mdadm --assemble /dev/md%d $D >/tmp/a%d 2>&1 || { echo \"ERR %d assemble\"; cat /tmp/a%d; }\n", i, i, i, i)
 		fmt.Fprintf(&sc, "S=/sys/block/md%d/md\n", i)
 		fmt.Fprintf(&sc, "echo \"STATE %d $(cat $S/array_state) $(cat $S/degraded 2>/dev/null || echo 0) $(cat $S/sync_action 2>/dev/null || echo none) $(cat $S/resync_start 2>/dev/null || echo none)\"\n", i)
 		fmt.Fprintf(&sc, "echo \"MD5 %d $(md5sum </dev/md%d | cut -c1-32)\"\n", i, i)
-		if s.level != "raid0" && s.level != "linear" {
+		if s.level != "raid0" && s.level != "linear" && s.degradedWrite == nil {
 			fmt.Fprintf(&sc, "echo check > $S/sync_action; sleep 0.1; mdadm --wait /dev/md%d >/dev/null 2>&1\n", i)
 			fmt.Fprintf(&sc, "echo \"MISMATCH %d $(cat $S/mismatch_cnt)\"\n", i)
 		}
@@ -280,7 +317,7 @@ func TestKernelInterop(t *testing.T) {
 		Timeout: 1800 * time.Second,
 	})
 	t.Logf("phase 2 (kernel assemble + md5 + check): %v", time.Since(start))
-	got := map[string]map[int]string{"STATE": {}, "MD5": {}, "MISMATCH": {}}
+	got := map[string]map[int]string{"STATE": {}, "MD5": {}, "MISMATCH": {}, "EXAMINE": {}, "BITMAP": {}}
 	sn := bufio.NewScanner(bytes.NewReader(out))
 	for sn.Scan() {
 		line := sn.Text()
@@ -306,14 +343,38 @@ func TestKernelInterop(t *testing.T) {
 		switch {
 		case len(st) < 4:
 			t.Errorf("%s: no state reported", name)
-		case st[0] != "clean" || st[1] != "0" || (st[2] != "idle" && st[2] != "none") || st[3] != "none":
-			t.Errorf("%s: kernel state after assembly: array_state=%s degraded=%s sync_action=%s resync_start=%s (want clean 0 idle none)",
-				name, st[0], st[1], st[2], st[3])
+		case st[0] != "clean" || st[1] != strconv.Itoa(len(s.degradedWrite)) || (st[2] != "idle" && st[2] != "none") || st[3] != "none":
+			t.Errorf("%s: kernel state after assembly: array_state=%s degraded=%s sync_action=%s resync_start=%s (want clean %d idle none)",
+				name, st[0], st[1], st[2], st[3], len(s.degradedWrite))
+		}
+		ex := got["EXAMINE"][i]
+		if !strings.Contains(ex, "State : clean") {
+			t.Errorf("%s: mdadm --examine of member 0 after the engine closed it: %s", name, ex)
+		}
+		if s.bitmap {
+			bm := got["BITMAP"][i]
+			var sbEv, bmEv, bmCl uint64
+			fmt.Sscanf(ex[strings.Index(ex, "Events :")+len("Events :"):], "%d", &sbEv)
+			if k := strings.Index(bm, "Events :"); k >= 0 {
+				fmt.Sscanf(bm[k+len("Events :"):], "%d", &bmEv)
+			}
+			if k := strings.Index(bm, "Events Cleared :"); k >= 0 {
+				fmt.Sscanf(bm[k+len("Events Cleared :"):], "%d", &bmCl)
+			}
+			if bmEv != sbEv || bmCl > bmEv {
+				t.Errorf("%s: bitmap events %d (cleared %d), superblock events %d: %s", name, bmEv, bmCl, sbEv, bm)
+			}
+			if s.degradedWrite == nil && !strings.Contains(bm, " 0 dirty") {
+				t.Errorf("%s: bitmap has dirty bits after a clean close: %s", name, bm)
+			}
+			if s.degradedWrite != nil && strings.Contains(bm, " 0 dirty") {
+				t.Errorf("%s: degraded writes left no dirty bits: %s", name, bm)
+			}
 		}
 		if got["MD5"][i] != want[i] {
 			t.Errorf("%s: kernel reads md5 %s, engine wrote %s", name, got["MD5"][i], want[i])
 		}
-		if s.level != "raid0" && s.level != "linear" && got["MISMATCH"][i] != "0" {
+		if s.level != "raid0" && s.level != "linear" && s.degradedWrite == nil && got["MISMATCH"][i] != "0" {
 			t.Errorf("%s: mismatch_cnt %q after check", name, got["MISMATCH"][i])
 		}
 	}
@@ -329,4 +390,13 @@ func firstDiff(a, b []byte) int {
 		}
 	}
 	return -1
+}
+
+func contains(s []int, v int) bool {
+	for _, x := range s {
+		if x == v {
+			return true
+		}
+	}
+	return false
 }
