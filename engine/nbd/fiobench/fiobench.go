@@ -35,9 +35,10 @@ type Job struct {
 
 // Result is what fio reported for a job, summed over its processes.
 type Result struct {
-	ReadIOPS, WriteIOPS float64
-	ReadMBps, WriteMBps float64 // 10^6 bytes per second
-	Errors              int     // sum of the jobs' error fields
+	ReadIOPS, WriteIOPS   float64
+	ReadMBps, WriteMBps   float64 // 10^6 bytes per second
+	ReadBytes, WriteBytes int64
+	Errors                int // sum of the jobs' error fields
 }
 
 // IOPS is read + write IOPS.
@@ -88,16 +89,16 @@ func Run(ctx context.Context, uri string, j Job) (Result, string, error) {
 
 type fioJSON struct {
 	Jobs []struct {
-		Error int `json:"error"`
-		Read  struct {
-			IOPS    float64 `json:"iops"`
-			BWBytes float64 `json:"bw_bytes"`
-		} `json:"read"`
-		Write struct {
-			IOPS    float64 `json:"iops"`
-			BWBytes float64 `json:"bw_bytes"`
-		} `json:"write"`
+		Error int    `json:"error"`
+		Read  fioDir `json:"read"`
+		Write fioDir `json:"write"`
 	} `json:"jobs"`
+}
+
+type fioDir struct {
+	IOBytes int64   `json:"io_bytes"`
+	IOPS    float64 `json:"iops"`
+	BWBytes float64 `json:"bw_bytes"`
 }
 
 // parse reads fio's JSON output, which may be preceded by plain text lines
@@ -121,6 +122,8 @@ func parse(b []byte) (Result, error) {
 		r.WriteIOPS += j.Write.IOPS
 		r.ReadMBps += j.Read.BWBytes / 1e6
 		r.WriteMBps += j.Write.BWBytes / 1e6
+		r.ReadBytes += j.Read.IOBytes
+		r.WriteBytes += j.Write.IOBytes
 	}
 	return r, nil
 }
