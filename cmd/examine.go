@@ -230,7 +230,7 @@ func runExamine(env *Env, o *examineOptions, devs []string) error {
 		case brief:
 			var ap *briefArray
 			for _, a := range arrays {
-				if a.first.kind == p.kind && sameArray(a.first, p) {
+				if a.first.kind == p.kind && exSameArray(a.first, p) {
 					ap = a
 					break
 				}
@@ -239,7 +239,7 @@ func runExamine(env *Env, o *examineOptions, devs []string) error {
 				ap = &briefArray{first: p}
 				arrays = append(arrays, ap)
 			}
-			if !diskSync(p) {
+			if !exDiskSync(p) {
 				ap.spares++
 			}
 			ap.devs = append(ap.devs, dev)
@@ -298,8 +298,8 @@ func runExamine(env *Env, o *examineOptions, devs []string) error {
 	return nil
 }
 
-// sameArray is compare_super == 0 for two probes of the same kind.
-func sameArray(a, b *mdProbe) bool {
+// exSameArray is compare_super == 0 for two probes of the same kind.
+func exSameArray(a, b *mdProbe) bool {
 	switch a.kind {
 	case kindV1:
 		return sameArrayV1(a.v1, b.v1)
@@ -309,9 +309,9 @@ func sameArray(a, b *mdProbe) bool {
 	return false
 }
 
-// diskSync is getinfo_super's MD_DISK_SYNC bit for the device: a device
+// exDiskSync is getinfo_super's MD_DISK_SYNC bit for the device: a device
 // without it counts as a spare on the ARRAY line.
-func diskSync(p *mdProbe) bool {
+func exDiskSync(p *mdProbe) bool {
 	switch p.kind {
 	case kindV1:
 		return v1DiskSync(v1Fields{p.v1.mem})
@@ -322,7 +322,7 @@ func diskSync(p *mdProbe) bool {
 }
 
 // writeJSON writes v as indented JSON followed by a newline.
-func writeJSON(w io.Writer, v any) error {
+func writeJSONDoc(w io.Writer, v any) error {
 	b, err := json.MarshalIndent(v, "", "  ")
 	if err != nil {
 		return err
@@ -1594,21 +1594,21 @@ type jsonMBR struct {
 	Partitions []jsonPartition `json:"partitions"`
 }
 
-// featureNames lists the names of the feature bits.
-var featureNames = []string{
+// v1FeatureNames lists the names of the feature bits.
+var v1FeatureNames = []string{
 	"bitmap", "recovery_offset", "reshape_active", "bad_blocks", "replacement",
 	"reshape_backwards", "new_offset", "recovery_bitmap", "clustered", "journal",
 	"ppl", "multiple_ppls", "raid0_layout",
 }
 
-func featureList(fm uint32) []string {
+func v1FeatureList(fm uint32) []string {
 	out := []string{}
 	for i := 0; i < 32; i++ {
 		if fm&(1<<i) == 0 {
 			continue
 		}
-		if i < len(featureNames) {
-			out = append(out, featureNames[i])
+		if i < len(v1FeatureNames) {
+			out = append(out, v1FeatureNames[i])
 		} else {
 			out = append(out, fmt.Sprintf("bit%d", i))
 		}
@@ -1618,7 +1618,7 @@ func featureList(fm uint32) []string {
 
 // problemsOf flattens an error from the superblock or bitmap package
 // into problems.
-func problemsOf(area string, err error) []jsonProblem {
+func formatProblems(area string, err error) []jsonProblem {
 	if err == nil {
 		return nil
 	}
@@ -1646,9 +1646,9 @@ func problemsOf(area string, err error) []jsonProblem {
 	return out
 }
 
-func ptr[T any](v T) *T { return &v }
+func exPtr[T any](v T) *T { return &v }
 
-func intp(v int) *int { return &v }
+func exIntp(v int) *int { return &v }
 
 // examineJSONAll examines every device into one JSON array; it returns
 // the exit status mdadm's text mode would have.
@@ -1677,7 +1677,7 @@ func examineJSONAll(env *Env, w io.Writer, devs []string, scan bool, homehost st
 		docs = append(docs, examineJSON(p, homehost))
 		p.close()
 	}
-	if err := writeJSON(w, docs); err != nil {
+	if err := writeJSONDoc(w, docs); err != nil {
 		fmt.Fprintf(env.Stderr, "mdtool: %v\n", err)
 		return 1
 	}
@@ -1686,7 +1686,7 @@ func examineJSONAll(env *Env, w io.Writer, devs []string, scan bool, homehost st
 
 // examineJSON describes one probed device.
 func examineJSON(p *mdProbe, homehost string) *jsonExamine {
-	d := &jsonExamine{Device: p.path, DeviceSizeBytes: ptr(p.size), DeviceSizeSectors: ptr(p.size >> 9)}
+	d := &jsonExamine{Device: p.path, DeviceSizeBytes: exPtr(p.size), DeviceSizeSectors: exPtr(p.size >> 9)}
 	switch p.kind {
 	case kindV1:
 		d.Metadata = fmt.Sprintf("1.%d", p.v1.sb.Minor())
@@ -1708,10 +1708,10 @@ func examineJSON(p *mdProbe, homehost string) *jsonExamine {
 	return d
 }
 
-func roleName(r uint16) (string, *int) {
+func v1RoleName(r uint16) (string, *int) {
 	switch {
 	case r < superblock.RoleMax:
-		return "active", intp(int(r))
+		return "active", exIntp(int(r))
 	case r == superblock.RoleSpare:
 		return "spare", nil
 	case r == superblock.RoleFaulty:
@@ -1719,7 +1719,7 @@ func roleName(r uint16) (string, *int) {
 	case r == superblock.RoleJournal:
 		return "journal", nil
 	}
-	return "reserved", intp(int(r))
+	return "reserved", exIntp(int(r))
 }
 
 func v1JSON(p *mdProbe, homehost string) (*jsonV1, []jsonProblem) {
@@ -1728,20 +1728,20 @@ func v1JSON(p *mdProbe, homehost string) (*jsonV1, []jsonProblem) {
 	fm := f.featureMap()
 	level := f.level()
 	_, perr := superblock.Parse(v.loaded.Raw)
-	problems := problemsOf("superblock", perr)
+	problems := formatProblems("superblock", perr)
 	if v.bitmapDropped != "" {
 		problems = append(problems, jsonProblem{"superblock", 0x08, "feature_map",
 			"internal bitmap ignored (mdadm clears the bitmap feature): " + v.bitmapDropped})
 	}
 	name := string(f.setName32())
 	host := ""
-	if i := indexByte(name, ':'); i >= 0 {
+	if i := exIndexByte(name, ':'); i >= 0 {
 		host = name[:i]
 	}
 	j := &jsonV1{
 		Magic:               f.u32(0),
 		FeatureMap:          fm,
-		Features:            featureList(fm),
+		Features:            v1FeatureList(fm),
 		ArrayUUID:           uuidText(f.setUUID(), ':'),
 		DeviceUUID:          uuidText(f.deviceUUID(), ':'),
 		Name:                name,
@@ -1784,25 +1784,25 @@ func v1JSON(p *mdProbe, homehost string) (*jsonV1, []jsonProblem) {
 	}
 	if level > 0 {
 		if asize, ok := v1ArraySize(f); ok {
-			j.ArraySizeKiB = ptr(uint64(asize >> 10))
-			j.ArraySizeBytes = ptr(uint64(asize))
+			j.ArraySizeKiB = exPtr(uint64(asize >> 10))
+			j.ArraySizeBytes = exPtr(uint64(asize))
 		}
 	}
 	if fm&superblock.FeatureNewOffset != 0 {
-		j.NewOffsetSectors = ptr(f.dataOffset() + uint64(int64(f.newOffset())))
+		j.NewOffsetSectors = exPtr(f.dataOffset() + uint64(int64(f.newOffset())))
 	}
 	if fm&superblock.FeatureRecoveryOffset != 0 {
-		j.RecoveryOffsetSectors = ptr(f.recoveryOff())
+		j.RecoveryOffsetSectors = exPtr(f.recoveryOff())
 	}
 	if before, after, show := unusedSpace(f); show {
 		j.UnusedSpace = &jsonUnused{before, after}
 	}
 	if f.resyncOffset() != superblock.MaxSector {
 		j.State = "active"
-		j.ResyncOffsetSectors = ptr(f.resyncOffset())
+		j.ResyncOffsetSectors = exPtr(f.resyncOffset())
 	}
 	if fm&superblock.FeatureBitmapOffset != 0 {
-		j.BitmapOffsetSectors = ptr(f.bitmapOffset())
+		j.BitmapOffsetSectors = exPtr(f.bitmapOffset())
 	} else if fm&(superblock.FeaturePPL|superblock.FeatureMultiplePPLs) != 0 {
 		j.PPL = &jsonPPL{int64(f.pplOffset()), uint64(f.pplSize())}
 	}
@@ -1849,7 +1849,7 @@ func v1JSON(p *mdProbe, homehost string) (*jsonV1, []jsonProblem) {
 				for _, b := range list {
 					bb.BadBlocks = append(bb.BadBlocks, jsonBadBlock{b.Start, b.Len})
 				}
-				problems = append(problems, problemsOf("bad_block_log", perr)...)
+				problems = append(problems, formatProblems("bad_block_log", perr)...)
 			} else {
 				problems = append(problems, jsonProblem{"bad_block_log", 0, "", fmt.Sprintf("cannot read the log at byte %d: %v", off, err)})
 			}
@@ -1867,9 +1867,9 @@ func v1JSON(p *mdProbe, homehost string) (*jsonV1, []jsonProblem) {
 	case role == superblock.RoleJournal:
 		j.DeviceRole = jsonRole{Kind: "journal"}
 	case fm&superblock.FeatureReplacement != 0:
-		j.DeviceRole = jsonRole{Kind: "replacement", Slot: intp(int(role))}
+		j.DeviceRole = jsonRole{Kind: "replacement", Slot: exIntp(int(role))}
 	default:
-		j.DeviceRole = jsonRole{Kind: "active", Slot: intp(int(role))}
+		j.DeviceRole = jsonRole{Kind: "active", Slot: exIntp(int(role))}
 	}
 	var deltaExtra uint32
 	if fm&superblock.FeatureReshapeActive != 0 && f.deltaDisks() < 0 {
@@ -1884,7 +1884,7 @@ func v1JSON(p *mdProbe, homehost string) (*jsonV1, []jsonProblem) {
 		}
 	}
 	for i := 0; i <= last; i++ {
-		kind, slot := roleName(f.role(i))
+		kind, slot := v1RoleName(f.role(i))
 		j.Roles = append(j.Roles, jsonRoleEntry{i, kind, slot})
 	}
 	if off, ok := v.loaded.BitmapOffset(); ok && fm&superblock.FeatureBitmapOffset != 0 {
@@ -1911,12 +1911,12 @@ func v1JSON(p *mdProbe, homehost string) (*jsonV1, []jsonProblem) {
 				ClusterName:        string(cString(h.ClusterName[:])),
 			}
 		}
-		problems = append(problems, problemsOf("bitmap", berr)...)
+		problems = append(problems, formatProblems("bitmap", berr)...)
 	}
 	return j, problems
 }
 
-func indexByte(s string, c byte) int {
+func exIndexByte(s string, c byte) int {
 	for i := 0; i < len(s); i++ {
 		if s[i] == c {
 			return i
@@ -1953,7 +1953,7 @@ func disk090JSON(slot int, d [5]uint32) jsonDisk090 {
 
 func v090JSON(v *v090Probe, homehost string) (*jsonV090, []jsonProblem) {
 	sb := v.sb
-	problems := problemsOf("superblock", v.err)
+	problems := formatProblems("superblock", v.err)
 	if v.bitmapDropped {
 		problems = append(problems, jsonProblem{"superblock", 0x84, "state",
 			"bitmap present flag set but no valid bitmap 4 KiB after the superblock (mdadm clears the flag)"})
@@ -2006,8 +2006,8 @@ func v090JSON(v *v090Probe, homehost string) (*jsonV090, []jsonProblem) {
 	if sb.Level > 0 {
 		if dd, den, ok := dataDisksFactor(sb.Level, sb.RaidDisks, sb.Layout); ok {
 			asize := (int64(sb.Size) << 10) * dd / den
-			j.ArraySizeKiB = ptr(uint64(asize >> 10))
-			j.ArraySizeBytes = ptr(uint64(asize))
+			j.ArraySizeKiB = exPtr(uint64(asize >> 10))
+			j.ArraySizeBytes = exPtr(uint64(asize))
 		}
 	}
 	if sb.MinorVersion > 90 && sb.ReshapePosition+1 != 0 {

@@ -229,7 +229,7 @@ func runExamineBitmap(env *Env, o *examineBitmapOptions, devs []string) error {
 		if docs == nil {
 			docs = []*jsonBitmapDoc{}
 		}
-		if err := writeJSON(out, docs); err != nil {
+		if err := writeJSONDoc(out, docs); err != nil {
 			return exitf(1, "%v", err)
 		}
 	}
@@ -412,12 +412,12 @@ func examineBitmapJSON(env *Env, dev string, brief bool) (*jsonBitmapDoc, int) {
 		d.Source = "file"
 	}
 	d.Metadata = src.metadata
-	d.OffsetBytes = ptr(src.off)
+	d.OffsetBytes = exPtr(src.off)
 	r, err := readBitmapAt(src.p, src.off, brief)
 	if err != nil {
 		return fail(err)
 	}
-	d.Magic, d.Version = ptr(r.magic()), ptr(r.version())
+	d.Magic, d.Version = exPtr(r.magic()), exPtr(r.version())
 	if r.magic() != bitmap.Magic {
 		return fail(fmt.Errorf("invalid bitmap magic 0x%x at byte %d", r.magic(), src.off))
 	}
@@ -432,13 +432,13 @@ func examineBitmapJSON(env *Env, dev string, brief bool) (*jsonBitmapDoc, int) {
 	d.SectorsReserved = h.SectorsReserved
 	d.Nodes = h.Nodes
 	d.ClusterName = string(cString(h.ClusterName[:]))
-	d.Problems = problemsOf("bitmap", r.parseErr)
+	d.Problems = formatProblems("bitmap", r.parseErr)
 	if (h.Version < bitmap.VersionHostEndian || h.Version > bitmap.VersionClustered) && !d.Lockless {
 		return fail(fmt.Errorf("unknown bitmap version %d", int32(h.Version)))
 	}
 	d.Truncated = r.truncated
 	if !brief && !d.Lockless {
-		d.Bits, d.Dirty, d.DirtyPercent = ptr(r.total), ptr(r.dirty), ptr(dirtyPercent(r.dirty, r.total))
+		d.Bits, d.Dirty, d.DirtyPercent = exPtr(r.total), exPtr(r.dirty), exPtr(dirtyPercent(r.dirty, r.total))
 	}
 	for i := 0; i < int(int32(h.Nodes)) && !d.Lockless; i++ {
 		off := src.nodeOffset(i, r.hdr)

@@ -345,7 +345,7 @@ func (conf *MdadmConf) Parse(name string, r io.Reader) {
 			conf.Sysfs = append(conf.Sysfs, args)
 		case "monitordelay":
 			if conf.MonitorDelay == 0 && len(args) > 0 {
-				conf.MonitorDelay = strtol(args[0])
+				conf.MonitorDelay = confStrtol(args[0])
 			}
 		default:
 			conf.warnf("Unknown keyword %s", l.words[0])
@@ -369,7 +369,7 @@ func (conf *MdadmConf) deviceLine(args []string) {
 }
 
 // isNumber reports whether w is one or more digits and nothing else.
-func isNumber(w string) bool {
+func confIsNumber(w string) bool {
 	if w == "" {
 		return false
 	}
@@ -382,17 +382,17 @@ func isNumber(w string) bool {
 }
 
 // hasPrefixFold is strncasecmp(s, prefix, len(prefix)) == 0.
-func hasPrefixFold(s, prefix string) bool {
+func confHasPrefixFold(s, prefix string) bool {
 	return len(s) >= len(prefix) && strings.EqualFold(s[:len(prefix)], prefix)
 }
 
 // atoi is C's atoi: leading blanks, optional sign, digits; 0 if none.
-func atoi(s string) int {
-	return strtol(s)
+func confAtoi(s string) int {
+	return confStrtol(s)
 }
 
-// strtol parses like strtol(s, NULL, 10), saturating at the int range.
-func strtol(s string) int {
+// strtol parses like confStrtol(s, NULL, 10), saturating at the int range.
+func confStrtol(s string) int {
 	s = strings.TrimLeft(s, " \t\n\v\f\r")
 	neg := false
 	if s != "" && (s[0] == '+' || s[0] == '-') {
@@ -420,8 +420,8 @@ func (conf *MdadmConf) arrayLine(file string, line int, args []string) {
 			if strings.EqualFold(w, "<ignore>") ||
 				strings.HasPrefix(w, "/dev/md/") ||
 				!strings.HasPrefix(w, "/") && !strings.HasPrefix(w, "<") ||
-				(strings.HasPrefix(w, "/dev/md") && isNumber(w[7:])) ||
-				(strings.HasPrefix(w, "/dev/md_d") && isNumber(w[9:])) {
+				(strings.HasPrefix(w, "/dev/md") && confIsNumber(w[7:])) ||
+				(strings.HasPrefix(w, "/dev/md_d") && confIsNumber(w[9:])) {
 				if devSet {
 					conf.warnf("only give one device per ARRAY line: %s and %s", a.Device, w)
 				} else {
@@ -430,7 +430,7 @@ func (conf *MdadmConf) arrayLine(file string, line int, args []string) {
 			} else {
 				conf.warnf("%s is an invalid name for an md device - ignored.", w)
 			}
-		case hasPrefixFold(w, "uuid="):
+		case confHasPrefixFold(w, "uuid="):
 			if a.UUIDSet {
 				conf.warnf("only specify uuid once, %s ignored.", w)
 			} else if u, ok := parseUUIDText(w[5:]); ok {
@@ -438,7 +438,7 @@ func (conf *MdadmConf) arrayLine(file string, line int, args []string) {
 			} else {
 				conf.warnf("bad uuid: %s", w)
 			}
-		case hasPrefixFold(w, "super-minor="):
+		case confHasPrefixFold(w, "super-minor="):
 			if a.SuperMinor != -1 {
 				conf.warnf("only specify super-minor once, %s ignored.", w)
 			} else if n, err := strconv.ParseInt(w[12:], 10, 32); err != nil || n < 0 {
@@ -446,7 +446,7 @@ func (conf *MdadmConf) arrayLine(file string, line int, args []string) {
 			} else {
 				a.SuperMinor = int(n)
 			}
-		case hasPrefixFold(w, "name="):
+		case confHasPrefixFold(w, "name="):
 			switch {
 			case a.Name != "":
 				conf.warnf("only specify name once, %s ignored.", w)
@@ -455,47 +455,47 @@ func (conf *MdadmConf) arrayLine(file string, line int, args []string) {
 			default:
 				a.Name = w[5:]
 			}
-		case hasPrefixFold(w, "bitmap="):
+		case confHasPrefixFold(w, "bitmap="):
 			if a.Bitmap != "" {
 				conf.warnf("only specify bitmap file once. %s ignored", w)
 			} else {
 				a.Bitmap = w[7:]
 			}
-		case hasPrefixFold(w, "devices="):
+		case confHasPrefixFold(w, "devices="):
 			if a.Devices != "" {
 				conf.warnf("only specify devices once (use a comma separated list). %s ignored", w)
 			} else {
 				a.Devices = w[8:]
 			}
-		case hasPrefixFold(w, "spare-group="):
+		case confHasPrefixFold(w, "spare-group="):
 			if a.SpareGroup != "" {
 				conf.warnf("only specify one spare group per array. %s ignored.", w)
 			} else {
 				a.SpareGroup = w[12:]
 			}
-		case hasPrefixFold(w, "level="):
+		case confHasPrefixFold(w, "level="):
 			if n, ok := mapName(persTable, w[6:]); ok {
 				a.Level = n
 			} else {
 				a.Level = LevelUnset
 			}
-		case hasPrefixFold(w, "disks="):
-			a.RaidDisks = atoi(w[6:])
-		case hasPrefixFold(w, "num-devices="):
-			a.RaidDisks = atoi(w[12:])
-		case hasPrefixFold(w, "spares="):
-			a.Spares = atoi(w[7:])
-		case hasPrefixFold(w, "metadata="):
+		case confHasPrefixFold(w, "disks="):
+			a.RaidDisks = confAtoi(w[6:])
+		case confHasPrefixFold(w, "num-devices="):
+			a.RaidDisks = confAtoi(w[12:])
+		case confHasPrefixFold(w, "spares="):
+			a.Spares = confAtoi(w[7:])
+		case confHasPrefixFold(w, "metadata="):
 			if knownMetadata(w[9:]) {
 				a.Metadata = w[9:]
 			} else {
 				conf.warnf("metadata format %s unknown, ignored.", w[9:])
 			}
-		case hasPrefixFold(w, "auto="):
+		case confHasPrefixFold(w, "auto="):
 			a.Auto = w[5:]
-		case hasPrefixFold(w, "member="):
+		case confHasPrefixFold(w, "member="):
 			a.Member = w[7:]
-		case hasPrefixFold(w, "container="):
+		case confHasPrefixFold(w, "container="):
 			a.Container = w[10:]
 		default:
 			conf.warnf("unrecognised word on ARRAY line: %s", w)
@@ -540,21 +540,21 @@ func (conf *MdadmConf) createLine(args []string) {
 	c := &conf.Create
 	for _, w := range args {
 		switch {
-		case hasPrefixFold(w, "auto="):
+		case confHasPrefixFold(w, "auto="):
 			c.Auto = w[5:]
-		case hasPrefixFold(w, "owner="):
+		case confHasPrefixFold(w, "owner="):
 			if len(w) == 6 {
 				conf.warnf("missing owner name")
 				continue
 			}
 			c.Owner = w[6:]
-		case hasPrefixFold(w, "group="):
+		case confHasPrefixFold(w, "group="):
 			if len(w) == 6 {
 				conf.warnf("missing group name")
 				continue
 			}
 			c.Group = w[6:]
-		case hasPrefixFold(w, "mode="):
+		case confHasPrefixFold(w, "mode="):
 			if len(w) == 5 {
 				conf.warnf("missing CREATE mode")
 				continue
@@ -567,7 +567,7 @@ func (conf *MdadmConf) createLine(args []string) {
 				c.Mode = uint32(m)
 			}
 			c.ModeSet = true
-		case hasPrefixFold(w, "metadata="):
+		case confHasPrefixFold(w, "metadata="):
 			if knownMetadata(w[9:]) {
 				if c.Metadata == "" {
 					c.Metadata = w[9:]
@@ -575,17 +575,17 @@ func (conf *MdadmConf) createLine(args []string) {
 			} else {
 				conf.warnf("metadata format %s unknown, ignoring", w[9:])
 			}
-		case hasPrefixFold(w, "symlinks=yes"):
+		case confHasPrefixFold(w, "symlinks=yes"):
 			c.Symlinks = "yes"
-		case hasPrefixFold(w, "symlinks=no"):
+		case confHasPrefixFold(w, "symlinks=no"):
 			c.Symlinks = "no"
-		case hasPrefixFold(w, "names=yes"):
+		case confHasPrefixFold(w, "names=yes"):
 			c.Names = "yes"
-		case hasPrefixFold(w, "names=no"):
+		case confHasPrefixFold(w, "names=no"):
 			c.Names = "no"
-		case hasPrefixFold(w, "bbl=no"):
+		case confHasPrefixFold(w, "bbl=no"):
 			c.BBL = "no"
-		case hasPrefixFold(w, "bbl=yes"):
+		case confHasPrefixFold(w, "bbl=yes"):
 			c.BBL = "yes"
 		default:
 			conf.warnf("unrecognised word on CREATE line: %s", w)
@@ -837,7 +837,7 @@ func mapDevFromDev(major, minor uint32) string {
 		if err != nil || d.Type()&os.ModeDevice == 0 || d.Type()&os.ModeCharDevice != 0 {
 			return nil
 		}
-		ma, mi, ok := devNumbers(path)
+		ma, mi, ok := devNodeNumbers(path)
 		if !ok || ma != major || mi != minor {
 			return nil
 		}
@@ -858,7 +858,7 @@ func mapDevFromDev(major, minor uint32) string {
 
 // devNumbers returns the major and minor numbers of a device node (not
 // following a final symbolic link).
-func devNumbers(path string) (uint32, uint32, bool) {
+func devNodeNumbers(path string) (uint32, uint32, bool) {
 	var st unix.Stat_t
 	if err := unix.Lstat(path, &st); err != nil {
 		return 0, 0, false
