@@ -1,0 +1,1409 @@
+package cmd
+
+import (
+	"errors"
+	"fmt"
+	"log"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+	"golang.org/x/sys/unix"
+
+	"mdtool/engine"
+	"mdtool/engine/daemon"
+	"mdtool/engine/member"
+	"mdtool/engine/metrics"
+	"mdtool/ioctl"
+	"mdtool/superblock"
+)
+
+const assembleLong = `Assemble an existing md array from its member devices and serve it, as
+"mdadm --assemble" (-A) assembles an array into the kernel.
+
+The members are the DEVICEs given after the md device, or with --scan the
+devices of mdadm.conf's DEVICE lines (default: every partition), picked by
+the array's ARRAY line (uuid=, name=, devices=, level=, num-devices=) or by
+--uuid / --name. Without a configuration line for them, --scan assembles
+every array it finds ("auto-assembly"), named after the array name stored in
+the superblocks.
+
+Members are chosen exactly as mdadm 4.2 chooses them: the freshest active
+member (highest event count) is the reference; members at most one event
+behind it are used; older ("non-fresh") members and members that record the
+reference as failed are left out, and mdtool says which and why. Devices of
+another array, or without a superblock, abort the assembly. Nothing is
+written to any member unless the array starts (or --force is given, which
+updates stale event counts as mdadm does).
+
+The array starts when all the members its superblock counts as working are
+there. An array with fewer members (degraded) starts only with --run, or,
+as with mdadm, with --scan or --force when it is still usable; --no-degraded
+refuses that for --scan. An array that cannot serve its data (too many
+members missing) never starts.
+
+Once started the array is served by a daemon (this process, or with the
+default background mode a child process that outlives the command) until
+"mdtool stop MD" or SIGTERM:
+
+  NBD    on a unix socket, by default RUN-DIR/NAME.nbd (--nbd-socket), and
+         on TCP with --nbd-listen HOST:PORT (TLS with --tls-cert/--tls-key,
+         client certificates with --tls-ca)
+  FUSE   with --fuse DIR: DIR becomes a mount holding one file, NAME, the
+         array's contents (attach it with losetup)
+  HTTP   Prometheus metrics at http://ADDR/metrics with --metrics ADDR
+
+NAME is the md device without /dev/md/ (or /dev/): /dev/md/data is "data",
+/dev/md0 is "md0". The run directory (--run-dir, MDTOOL_RUN_DIR, default
+/run/mdtool) holds per array a lock file, the control socket NAME.sock
+(mode 0600) used by detail, stop and manage, the NBD socket and, for a
+background daemon, its log NAME.log. A daemon that died leaves nothing that
+blocks the next assemble.
+
+Without --foreground the command returns once the array is ready to serve;
+with it the process serves until stopped (use it under systemd, see
+mdtool@.service; readiness is reported with sd_notify).
+
+EXIT STATUS
+  0  every array started (or, with --no-degraded, was left unstarted)
+  1  an array could not be assembled or started
+  2  bad arguments, or no devices were found`
+
+type assembleOptions struct {
+	scan, run, force, foreground, readonly, noDegraded bool
+	uuid, name, config, update, auto, superMinor       string
+	srv                                                serveOptions
+}
+
+// serveOptions are the daemon and export flags.
+type serveOptions struct {
+	runDir                 string
+	nbdSocket, nbdListen   string
+	tlsCert, tlsKey, tlsCA string
+	fuse, metrics          string
+	safeModeDelay          time.Duration
+	verbose                int
+	// noSignals leaves signal handling to the caller (in-process tests).
+	noSignals bool
+}
+
+// addRunDirFlag adds --run-dir (configurable: MDTOOL_RUN_DIR).
+func addRunDirFlag(fs *pflag.FlagSet, p *string) {
+	fs.StringVar(p, "run-dir", daemon.DefaultRunDir, "directory of the daemons' locks and control sockets")
+	markConfigurable(fs, "run-dir")
+}
+
+func newAssembleCmd(env *Env) *cobra.Command {
+	o := &assembleOptions{}
+	c := &cobra.Command{
+		Use:   "assemble [flags] [MD-DEVICE [DEVICE...]]",
+		Short: "Assemble an existing array and serve it (mdadm --assemble)",
+		Long:  assembleLong,
+		Example: `  mdtool --assemble /dev/md/data /dev/sdb1 /dev/sdc1 /dev/sdd1
+  mdtool -A --scan
+  mdtool assemble --foreground --scan /dev/md/data
+  mdtool assemble /dev/md0 --run --nbd-listen 0.0.0.0:10809 disk0.img disk1.img
+  mdtool assemble /dev/md0 --fuse /mnt/md0 d0.img d1.img d2.img && losetup -f --show /mnt/md0/md0`,
+		Args: cobra.ArbitraryArgs,
+		RunE: func(c *cobra.Command, args []string) error {
+			if v, _ := c.Flags().GetBool("verbose"); v {
+				o.srv.verbose = 1
+			}
+			if q, _ := c.Flags().GetBool("quiet"); q {
+				o.srv.verbose = -1
+			}
+			hh, _ := c.Flags().GetString("homehost")
+			return runAssemble(env, o, args, hh, flagChanged(c.Flags(), "homehost"))
+		},
+	}
+	f := c.Flags()
+	f.BoolVarP(&o.scan, "scan", "s", false, "take members and identities from mdadm.conf")
+	f.BoolVarP(&o.run, "run", "R", false, "start the array even if members are missing (degraded)")
+	f.BoolVarP(&o.force, "force", "f", false, "assemble even if some superblocks are out of date (updates them)")
+	f.BoolVar(&o.noDegraded, "no-degraded", false, "with --scan: do not start arrays that would be degraded")
+	f.BoolVarP(&o.readonly, "readonly", "o", false, "start the array read-only")
+	f.StringVarP(&o.uuid, "uuid", "u", "", "only use members of the array with this UUID")
+	f.StringVarP(&o.name, "name", "N", "", "only use members of the array with this name")
+	f.StringVarP(&o.config, "config", "c", "", "mdadm.conf to read (default /etc/mdadm/mdadm.conf, then /etc/mdadm.conf)")
+	f.StringVarP(&o.update, "update", "U", "", "not supported: mdtool does not rewrite superblocks on assembly")
+	f.StringVarP(&o.auto, "auto", "a", "", "accepted for mdadm compatibility; no device nodes are created")
+	f.StringVarP(&o.superMinor, "super-minor", "m", "", "not supported (0.90 metadata)")
+	f.BoolVar(&o.foreground, "foreground", false, "serve in this process until stopped, instead of a background daemon")
+	addServeFlags(f, &o.srv)
+	for _, n := range []string{"update", "auto", "super-minor"} {
+		_ = f.MarkHidden(n)
+	}
+	return c
+}
+
+// addServeFlags adds the daemon and export flags.
+func addServeFlags(f *pflag.FlagSet, s *serveOptions) {
+	addRunDirFlag(f, &s.runDir)
+	f.StringVar(&s.nbdSocket, "nbd-socket", "", `NBD unix socket (default RUN-DIR/NAME.nbd; "none": no unix socket)`)
+	f.StringVar(&s.nbdListen, "nbd-listen", "", "also serve NBD on this TCP address (HOST:PORT)")
+	f.StringVar(&s.tlsCert, "tls-cert", "", "PEM certificate for NBD over TCP (requires TLS from clients)")
+	f.StringVar(&s.tlsKey, "tls-key", "", "PEM private key of --tls-cert")
+	f.StringVar(&s.tlsCA, "tls-ca", "", "PEM CA certificates: require client certificates signed by them")
+	f.StringVar(&s.fuse, "fuse", "", "mount a FUSE file system on DIR holding the array as one file")
+	f.StringVar(&s.metrics, "metrics", "", "serve Prometheus metrics on ADDR (HOST:PORT) at /metrics")
+	f.DurationVar(&s.safeModeDelay, "safe-mode-delay", 200*time.Millisecond, "idle time after the last write before the array is marked clean (md safe_mode_delay)")
+	markConfigurable(f, "nbd-listen", "tls-cert", "tls-key", "tls-ca", "metrics", "safe-mode-delay")
+}
+
+// assembleIdent is mdadm's struct mddev_ident: what an array must match.
+type assembleIdent struct {
+	uuid      [16]byte
+	uuidSet   bool
+	name      string
+	level     int // LevelUnset if not given
+	raidDisks int // -1 if not given
+	devices   string
+}
+
+func newIdent() assembleIdent { return assembleIdent{level: LevelUnset, raidDisks: -1} }
+
+func identFromConf(a *ConfArray) assembleIdent {
+	id := newIdent()
+	id.uuid, id.uuidSet = a.UUID, a.UUIDSet
+	id.name = a.Name
+	id.level = a.Level
+	id.raidDisks = a.RaidDisks
+	id.devices = a.Devices
+	return id
+}
+
+func (id assembleIdent) any() bool {
+	return id.uuidSet || id.name != "" || id.devices != ""
+}
+
+// assembleJob is one call of mdadm's Assemble(): an md device (or "" for
+// auto-assembly), what its members must match, and the members (nil: the
+// devices of mdadm.conf).
+type assembleJob struct {
+	mddev  string
+	ident  assembleIdent
+	devs   []string
+	inargv bool
+	auto   bool
+}
+
+// assembler holds what every job shares.
+type assembler struct {
+	env      *Env
+	o        *assembleOptions
+	conf     *MdadmConf
+	homehost string
+	verbose  int
+	// used marks devices taken by an array assembled earlier in this run
+	// (auto-assembly loops over the remaining ones).
+	used map[string]bool
+	// open daemons started by this process, for the "already active"
+	// check of later jobs.
+	started []*startedArray
+	reg     *metrics.Registry
+}
+
+type startedArray struct {
+	name string
+	dev  string
+	uuid [16]byte
+	svc  *daemon.Service
+}
+
+func (as *assembler) errf(format string, a ...any) {
+	fmt.Fprintf(as.env.Stderr, "mdtool: "+format, a...)
+}
+
+func runAssemble(env *Env, o *assembleOptions, args []string, homehostFlag string, homehostGiven bool) error {
+	if o.update != "" {
+		return usagef("--update=%s is not supported: mdtool does not rewrite superblocks on assembly", o.update)
+	}
+	if o.superMinor != "" {
+		return usagef("--super-minor is not supported (0.90 metadata cannot be assembled)")
+	}
+	if !o.scan && o.noDegraded {
+		return exitf(1, "--no-degraded not meaningful without a --scan assembly.")
+	}
+	if len(args) == 0 && !o.scan {
+		return usagef("an md device must be given in --assemble mode (or --scan)")
+	}
+	if (o.srv.tlsCert != "" || o.srv.tlsKey != "") && o.srv.nbdListen == "" {
+		return usagef("--tls-cert and --tls-key need --nbd-listen")
+	}
+	var uuid [16]byte
+	if o.uuid != "" {
+		u, ok := parseUUIDText(o.uuid)
+		if !ok {
+			return usagef("bad uuid: %s", o.uuid)
+		}
+		uuid = u
+	}
+	daemonChild := os.Getenv(daemon.ReadyFDEnv) != ""
+	if !o.foreground && !daemonChild {
+		return spawnAssemble(env)
+	}
+	conf, err := LoadMdadmConf(o.config)
+	if err != nil {
+		return exitf(1, "%v", err)
+	}
+	as := &assembler{env: env, o: o, conf: conf, verbose: o.srv.verbose, used: map[string]bool{}}
+	as.homehost = ResolveHomeHost(homehostFlag, homehostGiven, conf, env.Hostname)
+	for _, w := range conf.Warnings {
+		as.errf("%s\n", w)
+	}
+	cmdIdent := newIdent()
+	cmdIdent.uuid, cmdIdent.uuidSet = uuid, o.uuid != ""
+	cmdIdent.name = o.name
+
+	var jobs []assembleJob
+	rv := 0
+	switch {
+	case !o.scan && len(args) == 1 && !cmdIdent.uuidSet && cmdIdent.name == "":
+		// Only an md device: its identity comes from mdadm.conf.
+		a := confArrayFor(conf, args[0])
+		if a == nil {
+			as.errf("%s not identified in config file.\n", args[0])
+			return &ExitError{Code: 1}
+		}
+		jobs = append(jobs, assembleJob{mddev: args[0], ident: identFromConf(a)})
+	case !o.scan:
+		jobs = append(jobs, assembleJob{mddev: args[0], ident: cmdIdent, devs: args[1:], inargv: len(args) > 1})
+	case len(args) > 0:
+		for _, d := range args {
+			a := confArrayFor(conf, d)
+			if a == nil {
+				as.errf("%s not identified in config file.\n", d)
+				rv |= 1
+				continue
+			}
+			jobs = append(jobs, assembleJob{mddev: d, ident: identFromConf(a)})
+		}
+	default:
+		if len(conf.DeviceList()) == 0 {
+			as.errf("No devices listed in conf file were found.\n")
+			return &ExitError{Code: 1}
+		}
+		for i := range conf.Arrays {
+			a := &conf.Arrays[i]
+			if strings.EqualFold(a.Device, "<ignore>") {
+				continue
+			}
+			jobs = append(jobs, assembleJob{mddev: a.Device, ident: identFromConf(a)})
+		}
+		if len(jobs) == 0 {
+			jobs = append(jobs, assembleJob{auto: true, ident: cmdIdent})
+		}
+	}
+	if len(jobs) > 1 && (o.srv.nbdSocket != "" && o.srv.nbdSocket != "none" || o.srv.nbdListen != "" || o.srv.fuse != "") {
+		return usagef("--nbd-socket, --nbd-listen and --fuse need a single array")
+	}
+
+	var metricsSrv *daemon.MetricsServer
+	if o.srv.metrics != "" {
+		as.reg = metrics.NewRegistry()
+		metricsSrv, err = daemon.ServeMetrics(o.srv.metrics, as.reg)
+		if err != nil {
+			return exitf(1, "cannot serve metrics on %s: %v", o.srv.metrics, err)
+		}
+		defer metricsSrv.Close()
+	}
+
+	for _, j := range jobs {
+		if j.auto {
+			r := as.autoAssemble(j)
+			rv |= r
+			continue
+		}
+		r := as.assemble(j)
+		if r == 2 && len(jobs) > 1 {
+			r = 1
+		}
+		rv |= r
+	}
+	if o.scan && len(args) == 0 && len(as.started) == 0 && rv == 0 {
+		as.errf("No arrays found in config file or automatically\n")
+		rv = 1
+	}
+	if len(as.started) == 0 {
+		if rv == 0 {
+			return nil
+		}
+		return &ExitError{Code: rv}
+	}
+	return as.serve(rv)
+}
+
+// confArrayFor is conf_get_ident: the ARRAY line for md device dev.
+func confArrayFor(conf *MdadmConf, dev string) *ConfArray {
+	for i := range conf.Arrays {
+		a := &conf.Arrays[i]
+		if a.Device != "" && devnameMatches(dev, a.Device) {
+			return a
+		}
+	}
+	return nil
+}
+
+// devnameMatches is mdadm's devname_matches: /dev/md/X, /dev/X, mdN and N
+// compare equal.
+func devnameMatches(name, match string) bool {
+	strip := func(s string) string {
+		switch {
+		case strings.HasPrefix(s, "/dev/md/"):
+			s = s[8:]
+		case strings.HasPrefix(s, "/dev/"):
+			s = s[5:]
+		}
+		if len(s) > 2 && strings.HasPrefix(s, "md") && s[2] >= '0' && s[2] <= '9' {
+			s = s[2:]
+		}
+		return s
+	}
+	return strip(name) == strip(match)
+}
+
+// spawnAssemble starts this command again as a background daemon and
+// waits until it is ready.
+func spawnAssemble(env *Env) error {
+	exe, err := os.Executable()
+	if err != nil {
+		return exitf(1, "cannot find my own executable: %v", err)
+	}
+	args := append([]string{}, os.Args[1:]...)
+	// --foreground goes before a "--" so that it stays a flag.
+	i := len(args)
+	for k, a := range args {
+		if a == "--" {
+			i = k
+			break
+		}
+	}
+	args = append(args[:i], append([]string{"--foreground"}, args[i:]...)...)
+	stdout, _ := env.Stdout.(*os.File)
+	stderr, _ := env.Stderr.(*os.File)
+	if stdout == nil {
+		stdout = os.Stdout
+	}
+	if stderr == nil {
+		stderr = os.Stderr
+	}
+	code, err := daemon.Spawn(exe, args, os.Environ(), stdout, stderr)
+	var ce *daemon.ChildExitError
+	if errors.As(err, &ce) {
+		return &ExitError{Code: ce.Code}
+	}
+	if err != nil {
+		return exitf(1, "cannot start the daemon: %v", err)
+	}
+	if code != 0 {
+		return &ExitError{Code: code}
+	}
+	return nil
+}
+
+// serve reports readiness and serves the started arrays until every one
+// has stopped (mdtool stop, or SIGTERM/SIGINT for all).
+func (as *assembler) serve(rv int) error {
+	logPath := ""
+	if len(as.started) == 1 {
+		logPath = daemon.PathsFor(as.o.srv.runDir, as.started[0].name).Log()
+	} else {
+		logPath = filepath.Join(as.o.srv.runDir, "mdtool.log")
+	}
+	n := daemon.NewNotifier(logPath)
+	if n.Background() {
+		// A daemon keeps no directory busy; member paths are absolute.
+		os.Chdir("/")
+	}
+	sigs := make(chan os.Signal, 2)
+	if !as.o.srv.noSignals {
+		signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+		defer signal.Stop(sigs)
+	}
+	if err := n.Ready(rv); err != nil {
+		log.Printf("readiness notification: %v", err)
+	}
+	var wg sync.WaitGroup
+	all := make(chan struct{})
+	for _, s := range as.started {
+		wg.Add(1)
+		go func(s *startedArray) {
+			defer wg.Done()
+			<-s.svc.Done()
+			log.Printf("%s: stopped", s.dev)
+		}(s)
+	}
+	go func() { wg.Wait(); close(all) }()
+	for {
+		select {
+		case <-all:
+			n.Stopping()
+			return nil
+		case sig := <-sigs:
+			if sig == syscall.SIGHUP {
+				continue
+			}
+			log.Printf("%v: stopping every array", sig)
+			n.Stopping()
+			for _, s := range as.started {
+				if err := s.svc.Shutdown(); err != nil {
+					log.Printf("%s: stop: %v", s.dev, err)
+				}
+			}
+		}
+	}
+}
+
+// ---- device selection (mdadm's select_devices / load_devices) ----
+
+// Disk states as mdadm's getinfo_super1 reports them.
+const (
+	dsFaulty      = 1 << 0
+	dsActive      = 1 << 1
+	dsSync        = 1 << 2
+	dsRemoved     = 1 << 3
+	dsWriteMostly = 1 << 9
+	dsFailFast    = 1 << 10
+	dsReplacement = 1 << 8
+)
+
+// asmDev is one candidate member with its superblock.
+type asmDev struct {
+	path     string
+	sb       *superblock.Superblock
+	minor    int
+	sbOff    int64 // bytes
+	block    bool
+	rdev     uint64
+	events   uint64
+	raidDisk int // -1 for spare/faulty
+	state    int
+	recovery uint64 // recovery_start, MaxSector when in sync
+	clean    bool
+	devmap   []bool // roles this superblock counts as working
+	uptodate bool
+	used     int // mdadm's tmpdev->used: 0 unused, 1 chosen, 2 rejected
+}
+
+// probeCandidate loads the v1 superblock of path as select_devices does.
+// reason is the mdadm message for a device without a usable superblock.
+func probeCandidate(path string) (*asmDev, string) {
+	p, err := probeDevice(path)
+	if err != nil {
+		var oe *openError
+		if errors.As(err, &oe) {
+			return nil, fmt.Sprintf("cannot open device %s: %s", path, strerror(oe.err))
+		}
+		return nil, fmt.Sprintf("cannot open device %s: %v", path, err)
+	}
+	defer p.close()
+	if p.m == nil {
+		return nil, fmt.Sprintf("no recogniseable superblock on %s", path)
+	}
+	switch p.kind {
+	case kindV1:
+	case kindV090:
+		return nil, fmt.Sprintf("cannot assemble 0.90 metadata on %s: mdtool runs v1.x arrays only", path)
+	default:
+		return nil, fmt.Sprintf("no recogniseable superblock on %s", path)
+	}
+	v := p.v1
+	sb, err := superblock.Parse(v.loaded.Raw)
+	if sb == nil {
+		return nil, fmt.Sprintf("no RAID superblock on %s", path)
+	}
+	_ = err // mdadm loads superblocks with a bad checksum too
+	d := &asmDev{path: path, sb: sb, minor: v.minor, sbOff: int64(v.loaded.Offset) * 512,
+		block: p.m.Geom.IsBlockDevice, rdev: p.m.Geom.Dev, events: sb.Events}
+	d.fillInfo()
+	return d, ""
+}
+
+// fillInfo is getinfo_super1's disk part.
+func (d *asmDev) fillInfo() {
+	sb := d.sb
+	role := uint16(superblock.RoleFaulty)
+	if sb.DevNumber < sb.MaxDev && int(sb.DevNumber) < len(sb.DevRoles) {
+		role = sb.DevRoles[sb.DevNumber]
+	}
+	d.raidDisk = -1
+	switch role {
+	case superblock.RoleSpare:
+		d.state = 0
+	case superblock.RoleFaulty:
+		d.state = dsFaulty
+	case superblock.RoleJournal:
+		d.state = 1 << 18 // MD_DISK_JOURNAL
+		d.raidDisk = int(role)
+	default:
+		d.state = dsActive | dsSync
+		d.raidDisk = int(role)
+	}
+	if sb.DevFlags&superblock.DevFlagWriteMostly != 0 {
+		d.state |= dsWriteMostly
+	}
+	if sb.DevFlags&superblock.DevFlagFailFast != 0 {
+		d.state |= dsFailFast
+	}
+	if sb.FeatureMap&superblock.FeatureReplacement != 0 {
+		d.state &^= dsSync
+		d.state |= dsReplacement
+	}
+	d.recovery = superblock.MaxSector
+	if sb.FeatureMap&superblock.FeatureRecoveryOffset != 0 {
+		d.recovery = sb.RecoveryOffset
+	}
+	d.clean = sb.ResyncOffset == superblock.MaxSector
+	n := int(sb.RaidDisks)
+	d.devmap = make([]bool, n)
+	for i := 0; i < int(sb.MaxDev) && i < len(sb.DevRoles); i++ {
+		if r := int(sb.DevRoles[i]); r < n {
+			d.devmap[r] = true
+		}
+	}
+}
+
+// workingDisks is getinfo_super1's working_disks.
+func workingDisks(sb *superblock.Superblock) int {
+	w := 0
+	for i := 0; i < int(sb.MaxDev) && i < len(sb.DevRoles); i++ {
+		if uint32(sb.DevRoles[i]) < sb.RaidDisks {
+			w++
+		}
+	}
+	return w
+}
+
+// matchHome is match_home_super1: 1 when the array name starts with
+// "homehost:", 0 when not, -1 without a homehost.
+func matchHome(sb *superblock.Superblock, homehost string) int {
+	if homehost == "" {
+		return -1
+	}
+	l := len(homehost)
+	if l < 32 && sb.SetName[l] == ':' && string(sb.SetName[:l]) == homehost {
+		return 1
+	}
+	return 0
+}
+
+// nameMatches is Assemble.c's name_matches.
+func nameMatches(found, required, homehost string) bool {
+	if found == required {
+		return true
+	}
+	host, rest, ok := strings.Cut(found, ":")
+	if !ok {
+		return false
+	}
+	if host == "any" || homehost == "any" || host == homehost {
+		return rest == required
+	}
+	return false
+}
+
+// identMatches is ident_matches; it prints why a device does not match
+// when report is set.
+func (as *assembler) identMatches(id assembleIdent, d *asmDev, report bool) bool {
+	sb := d.sb
+	say := func(format string) bool {
+		if report {
+			as.errf(format, d.path)
+		}
+		return false
+	}
+	if id.uuidSet && sb.SetUUID != id.uuid && sb.SetUUID != [16]byte{} {
+		return say("%s has wrong uuid.\n")
+	}
+	if id.name != "" && !nameMatches(sb.Name(), id.name, as.homehost) {
+		return say("%s has wrong name.\n")
+	}
+	if id.level != LevelUnset && id.level != int(sb.Level) {
+		return say("%s has wrong raid level.\n")
+	}
+	if id.raidDisks >= 0 && sb.RaidDisks != 0 && id.raidDisks != int(sb.RaidDisks) {
+		return say("%s requires wrong number of drives.\n")
+	}
+	return true
+}
+
+// matchOneOf is mdadm's match_oneof: dev matches one of the comma
+// separated glob patterns.
+func matchOneOf(patterns, dev string) bool {
+	for _, p := range strings.Split(patterns, ",") {
+		if ok, _ := filepath.Match(p, dev); ok {
+			return true
+		}
+	}
+	return false
+}
+
+// isBusy reports whether a device is in use: a block device that cannot
+// be opened O_EXCL, or an image file another mdtool daemon has locked.
+func isBusy(d *asmDev) bool {
+	if d.block {
+		f, err := ioctl.OpenExclusive(d.path, false)
+		if err != nil {
+			return true
+		}
+		f.Close()
+		return false
+	}
+	f, err := os.Open(d.path)
+	if err != nil {
+		return true
+	}
+	defer f.Close()
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_SH|unix.LOCK_NB); err != nil {
+		return true
+	}
+	unix.Flock(int(f.Fd()), unix.LOCK_UN)
+	return false
+}
+
+// selectDevices is select_devices: it returns the devices that form one
+// array (used == 1), or rc != 0: 1 when the assembly must abort, 2 when
+// nothing usable was found.
+func (as *assembler) selectDevices(j assembleJob, list []string) ([]*asmDev, int) {
+	report := (j.inargv && as.verbose >= 0) || as.verbose > 0
+	var chosen []*asmDev
+	var first *asmDev
+	for _, path := range list {
+		if as.used[path] {
+			continue
+		}
+		if j.ident.devices != "" && !matchOneOf(j.ident.devices, path) {
+			if report {
+				as.errf("%s is not one of %s\n", path, j.ident.devices)
+			}
+			continue
+		}
+		d, why := probeCandidate(path)
+		if d == nil {
+			if report {
+				as.errf("%s\n", why)
+			}
+			if j.auto || !j.inargv || j.ident.name != "" || j.ident.uuidSet {
+				continue
+			}
+			as.errf("%s has no superblock - assembly aborted\n", path)
+			return nil, 1
+		}
+		if !as.identMatches(j.ident, d, report) {
+			continue
+		}
+		if isBusy(d) {
+			if report {
+				as.errf("%s is busy - skipping\n", path)
+			}
+			continue
+		}
+		if first == nil {
+			first = d
+		}
+		if first.minor != d.minor || first.sb.SetUUID != d.sb.SetUUID {
+			if j.auto {
+				continue
+			}
+			if as.homehost != "" {
+				f, l := matchHome(first.sb, as.homehost), matchHome(d.sb, as.homehost)
+				if f != l && (f == 1 || l == 1) {
+					if f == 1 {
+						if report {
+							as.errf("%s misses out due to wrong homehost\n", path)
+						}
+						continue
+					}
+					if report {
+						as.errf("%s overrides previous devices due to good homehost\n", path)
+					}
+					chosen = chosen[:0]
+					first = d
+					chosen = append(chosen, d)
+					continue
+				}
+			}
+			as.errf("superblock on %s doesn't match others - assembly aborted\n", path)
+			return nil, 1
+		}
+		chosen = append(chosen, d)
+	}
+	if len(chosen) == 0 {
+		return nil, 2
+	}
+	return chosen, 0
+}
+
+// enough is mdadm's enough(): can the array serve its data with the
+// roles in avail?
+func enough(level, raidDisks int, layout uint32, clean bool, avail []bool) bool {
+	n := 0
+	for i := 0; i < raidDisks && i < len(avail); i++ {
+		if avail[i] {
+			n++
+		}
+	}
+	switch level {
+	case 10:
+		copies := int(layout&255) * int((layout>>8)&255)
+		first := 0
+		if raidDisks == 0 || copies == 0 {
+			return false
+		}
+		for {
+			cnt := 0
+			this := first
+			for k := 0; k < copies; k++ {
+				if this < len(avail) && avail[this] {
+					cnt++
+				}
+				this = (this + 1) % raidDisks
+			}
+			if cnt == 0 {
+				return false
+			}
+			first = (first + int(layout&255)) % raidDisks
+			if first == 0 {
+				return true
+			}
+		}
+	case -4: // multipath
+		return n >= 1
+	case -1, 0:
+		return n == raidDisks
+	case 1:
+		return n >= 1
+	case 4:
+		if n == raidDisks-1 && !avail[raidDisks-1] {
+			return true
+		}
+		fallthrough
+	case 5:
+		if clean {
+			return n >= raidDisks-1
+		}
+		return n >= raidDisks
+	case 6:
+		if clean {
+			return n >= raidDisks-2
+		}
+		return n >= raidDisks
+	}
+	return false
+}
+
+func plural(n int) string {
+	if n == 1 {
+		return ""
+	}
+	return "s"
+}
+
+// autoAssemble assembles every array found on the mdadm.conf devices
+// (mdadm's auto-assembly with --scan and no ARRAY lines).
+func (as *assembler) autoAssemble(j assembleJob) int {
+	rv := 0
+	found := false
+	for {
+		r := as.assemble(j)
+		if r == 2 {
+			break
+		}
+		found = found || r == 0
+		rv |= r
+	}
+	if !found && rv == 0 {
+		return 0
+	}
+	return rv
+}
+
+// assemble is mdadm's Assemble() for one array: 0 started (or left
+// unstarted with --no-degraded), 1 failed, 2 no devices.
+func (as *assembler) assemble(j assembleJob) int {
+	list := j.devs
+	if !j.inargv {
+		list = as.conf.DeviceList()
+	}
+	if !j.inargv && !j.auto && !j.ident.any() {
+		as.errf("No identity information available for %s - cannot assemble.\n", j.mddev)
+		return 1
+	}
+	devs, rc := as.selectDevices(j, list)
+	if rc != 0 {
+		if j.auto && rc == 1 {
+			return 2
+		}
+		return rc
+	}
+	ref := devs[0]
+	for _, d := range devs {
+		as.used[d.path] = true
+	}
+	mddev := j.mddev
+	if mddev == "" {
+		mddev = as.autoName(ref.sb)
+	}
+	// An array with this UUID already served by a daemon?
+	if dev := as.activeWithUUID(ref.sb.SetUUID); dev != "" {
+		as.errf("Found some drive for an array that is already active: %s\n", dev)
+		as.errf("giving up.\n")
+		return 1
+	}
+	name, err := daemon.ArrayName(mddev)
+	if err != nil {
+		as.errf("%s is not a usable md device name\n", mddev)
+		return 1
+	}
+	lock, err := daemon.AcquireLock(daemon.PathsFor(as.o.srv.runDir, name))
+	if errors.Is(err, daemon.ErrRunning) {
+		as.errf("%s already active, cannot restart it!\n", mddev)
+		return 1
+	}
+	if err != nil {
+		as.errf("cannot lock %s: %v\n", mddev, err)
+		return 1
+	}
+	r := as.loadAndStart(j, mddev, name, devs, lock)
+	if r != 0 {
+		lock.Release()
+	}
+	return r
+}
+
+// autoName picks the md device for an auto-assembled array from its name
+// (create_mddev): the part after "host:" for a local array or a free name.
+func (as *assembler) autoName(sb *superblock.Superblock) string {
+	n := sb.Name()
+	if _, rest, ok := strings.Cut(n, ":"); ok {
+		n = rest
+	}
+	if n == "" {
+		n = "md_" + uuidText(sb.SetUUID, '_')[:8]
+	}
+	if matchHome(sb, as.homehost) != 1 && !strings.HasPrefix(sb.Name(), "any:") {
+		if daemon.Held(daemon.PathsFor(as.o.srv.runDir, n)) {
+			n += "_0"
+		}
+	}
+	return "/dev/md/" + n
+}
+
+// activeWithUUID returns the md device of a running daemon serving the
+// array with this UUID, or "".
+func (as *assembler) activeWithUUID(uuid [16]byte) string {
+	for _, s := range as.started {
+		if s.uuid == uuid {
+			return s.dev
+		}
+	}
+	names, _ := daemon.Names(as.o.srv.runDir)
+	for _, n := range names {
+		st, err := queryStatus(as.o.srv.runDir, n)
+		if err != nil || st == nil {
+			continue
+		}
+		if sb, _ := superblock.Parse(padSuper(st.Superblock)); sb != nil && sb.SetUUID == uuid {
+			return st.Device
+		}
+	}
+	return ""
+}
+
+// padSuper extends a status superblock to the size superblock.Parse reads.
+func padSuper(b []byte) []byte {
+	if len(b) >= superblock.AreaSize {
+		return b
+	}
+	out := make([]byte, superblock.AreaSize)
+	copy(out, b)
+	return out
+}
+
+// loadAndStart is the rest of Assemble(): load_devices, the freshness
+// rules, --force, the start decision, and starting the engine and the
+// daemon.
+func (as *assembler) loadAndStart(j assembleJob, mddev, name string, devs []*asmDev, lock *daemon.Lock) int {
+	rd := int(devs[0].sb.RaidDisks)
+	if f := devs[0].sb.FeatureMap; f&(superblock.FeatureReshapeActive|superblock.FeatureJournal|
+		superblock.FeaturePPL|superblock.FeatureMultiplePPLs|superblock.FeatureClustered) != 0 {
+		as.errf("%s uses features mdtool cannot run (reshape, journal, PPL or cluster: feature map 0x%x) - not assembled\n", mddev, f)
+		return 1
+	}
+	// load_devices: most_recent and best[].
+	mostRecent := -1
+	best := map[int]int{}
+	bestcnt := 0
+	nextSpare := 0
+	for k, d := range devs {
+		if as.verbose > 0 {
+			repl := ""
+			if d.state&dsReplacement != 0 {
+				repl = " replacement"
+			}
+			as.errf("%s is identified as a member of %s, slot %d%s.\n", d.path, mddev, d.raidDisk, repl)
+		}
+		if d.state&^(dsFailFast|dsWriteMostly) == dsActive|dsSync {
+			if mostRecent < 0 || d.events > devs[mostRecent].events {
+				mostRecent = k
+			}
+		}
+		var i int
+		if d.raidDisk < 0 || d.raidDisk == int(superblock.RoleJournal) {
+			if nextSpare < rd*2 {
+				nextSpare = rd * 2
+			}
+			i = nextSpare
+			nextSpare++
+		} else {
+			i = d.raidDisk * 2
+			if d.state&dsReplacement != 0 {
+				i++
+			}
+			if i >= rd*2 && i >= nextSpare {
+				nextSpare = i + 1
+			}
+		}
+		if i >= 10000 {
+			continue
+		}
+		if i >= bestcnt {
+			bestcnt = i + 1
+		}
+		if b, ok := best[i]; !ok || devs[b].events < d.events {
+			best[i] = k
+		}
+	}
+	if mostRecent < 0 {
+		// No active member at all: mdadm keeps most_recent = 0.
+		mostRecent = 0
+	}
+	mr := devs[mostRecent]
+	level := int(mr.sb.Level)
+	layout := mr.sb.Layout
+	clean := mr.clean
+	avail := make([]bool, rd)
+	okcnt, sparecnt, rebuilding, replcnt := 0, 0, 0, 0
+	get := func(i int) int {
+		if b, ok := best[i]; ok {
+			return b
+		}
+		return -1
+	}
+	for i := 0; i < bestcnt; i++ {
+		k := get(i)
+		if k < 0 {
+			continue
+		}
+		d := devs[k]
+		if d.state&dsActive == 0 {
+			if d.state&dsFaulty == 0 {
+				d.uptodate = true
+				sparecnt++
+			}
+			continue
+		}
+		if k != mostRecent && !as.o.force && rd > 0 && mr.raidDisk >= 0 && mr.raidDisk < len(d.devmap) && !d.devmap[mr.raidDisk] {
+			if as.verbose > -1 {
+				as.errf("ignoring %s as it reports %s as failed\n", d.path, mr.path)
+			}
+			delete(best, i)
+			continue
+		}
+		if d.events+1 >= mr.events && d.events <= mr.events {
+			d.uptodate = true
+			if i < rd*2 {
+				if d.recovery == superblock.MaxSector {
+					if !avail[i/2] {
+						okcnt++
+						avail[i/2] = true
+					} else {
+						replcnt++
+					}
+				} else {
+					rebuilding++
+				}
+			} else {
+				sparecnt++
+			}
+		}
+	}
+	wasForced := false
+	if as.o.force {
+		n, ok := as.forceArray(devs, best, bestcnt, rd, mostRecent, avail, level, layout)
+		if !ok {
+			return 1
+		}
+		okcnt += n
+		wasForced = n > 0
+	}
+	// chosen_drive: the superblock the kernel (and the engine) bases the
+	// array on.
+	chosen := -1
+	for i := 0; chosen < 0 && i < bestcnt; i += 2 {
+		k := get(i)
+		if k < 0 || !devs[k].uptodate || devs[k].events < mr.events {
+			continue
+		}
+		chosen = k
+	}
+	if chosen < 0 {
+		as.errf("No suitable drives found for %s\n", mddev)
+		return 1
+	}
+	csb := devs[chosen].sb
+	change := false
+	for i := 0; i < bestcnt; i++ {
+		k := get(i)
+		if k < 0 || !devs[k].uptodate {
+			continue
+		}
+		d := devs[k]
+		want := uint16(superblock.RoleSpare)
+		if i < rd*2 && d.state&dsActive != 0 {
+			want = uint16(d.raidDisk)
+		}
+		if !d.clean {
+			clean = false
+		}
+		num := int(d.sb.DevNumber)
+		if num < len(csb.DevRoles) && csb.DevRoles[num] != want {
+			if as.o.force {
+				if as.verbose >= 0 {
+					as.errf("clearing FAULTY flag for device %d in %s for %s\n", k, mddev, d.path)
+				}
+				csb.DevRoles[num] = want
+				change = true
+			} else if as.verbose >= -1 {
+				as.errf("device %d in %s has wrong state in superblock, but %s seems ok\n", i, mddev, d.path)
+			}
+		}
+	}
+	if as.o.force && !clean && !enough(level, rd, layout, false, avail) {
+		switch level {
+		case 4, 5, 6:
+			if csb.ResyncOffset != superblock.MaxSector {
+				change = true
+			}
+			csb.ResyncOffset = superblock.MaxSector
+		}
+		wasForced = true
+		clean = true
+	}
+	if change {
+		if err := writeSuper(devs[chosen], csb); err != nil {
+			as.errf("Could not re-write superblock on %s\n", devs[chosen].path)
+			return 1
+		}
+		if as.verbose >= 0 {
+			as.errf("Marking array %s as 'clean'\n", mddev)
+		}
+	}
+	_ = wasForced
+
+	// Say which members are left out for being older than the reference
+	// (the kernel would kick them: "kicking non-fresh ... from array").
+	inBest := map[int]bool{}
+	for _, k := range best {
+		inBest[k] = true
+	}
+	for k, d := range devs {
+		if d.state&dsActive == 0 || d.uptodate {
+			continue
+		}
+		if !inBest[k] && d.events >= mr.events {
+			continue // left out for reporting the reference as failed
+		}
+		if as.verbose < 0 {
+			continue
+		}
+		if d.events > mr.events {
+			as.errf("%s is not used: its event count %d is ahead of the array's %d\n", d.path, d.events, mr.events)
+			continue
+		}
+		as.errf("%s is not fresh (events %d, the array is at %d) - not added to %s\n", d.path, d.events, mr.events, mddev)
+	}
+
+	// The start decision (start_array).
+	runstop := 0
+	if as.o.run {
+		runstop = 1
+	} else if as.o.noDegraded {
+		runstop = -1
+	}
+	startPartialOK := runstop >= 0 && (as.o.force || !j.inargv || j.auto)
+	reqCnt := workingDisks(csb)
+	if !(runstop == 1 || (runstop <= 0 && enough(level, rd, layout, clean, avail) &&
+		(okcnt+rebuilding >= reqCnt || startPartialOK))) {
+		var b strings.Builder
+		if runstop == -1 {
+			fmt.Fprintf(&b, "%s assembled from %d drive%s", mddev, okcnt, plural(okcnt))
+			if okcnt != rd {
+				fmt.Fprintf(&b, " (out of %d)", rd)
+			}
+			b.WriteString(", but not started.\n")
+			as.errf("%s", b.String())
+			return 0
+		}
+		if as.verbose >= -1 {
+			fmt.Fprintf(&b, "%s assembled from %d drive%s", mddev, okcnt, plural(okcnt))
+			if rebuilding > 0 {
+				sep := " and"
+				if sparecnt > 0 {
+					sep = ","
+				}
+				fmt.Fprintf(&b, "%s %d rebuilding", sep, rebuilding)
+			}
+			if sparecnt > 0 {
+				fmt.Fprintf(&b, " and %d spare%s", sparecnt, plural(sparecnt))
+			}
+			switch {
+			case !enough(level, rd, layout, true, avail):
+				b.WriteString(" - not enough to start the array.\n")
+			case !enough(level, rd, layout, clean, avail):
+				b.WriteString(" - not enough to start the array while not clean - consider --force.\n")
+			default:
+				if reqCnt == rd {
+					fmt.Fprintf(&b, " - need all %d to start it", reqCnt)
+				} else {
+					fmt.Fprintf(&b, " - need %d to start", reqCnt)
+				}
+				b.WriteString(" (use --run to insist).\n")
+			}
+			as.errf("%s", b.String())
+		}
+		return 1
+	}
+	if !enough(level, rd, layout, true, avail) || !enough(level, rd, layout, clean, avail) {
+		// RUN_ARRAY would fail in the kernel.
+		as.errf("failed to RUN_ARRAY %s: Input/output error\n", mddev)
+		if !enough(level, rd, layout, true, avail) {
+			as.errf("Not enough devices to start the array.\n")
+		} else {
+			as.errf("Not enough devices to start the array while not clean - consider --force.\n")
+		}
+		return 1
+	}
+
+	// Members for the engine: the chosen drive first (the kernel takes
+	// the first superblock among the freshest as its reference), then
+	// the others in slot order; devices that are not up to date are
+	// left out, as the kernel kicks them.
+	order := []int{chosen}
+	for i := 0; i < bestcnt; i++ {
+		k := get(i)
+		if k < 0 || k == chosen {
+			continue
+		}
+		if !devs[k].uptodate {
+			continue
+		}
+		order = append(order, k)
+	}
+	return as.start(j, mddev, name, devs, order, lock, clean)
+}
+
+// writeSuper rewrites a member's superblock (with --force only).
+func writeSuper(d *asmDev, sb *superblock.Superblock) error {
+	m, err := member.Open(d.path, member.Exclusive)
+	if err != nil {
+		return err
+	}
+	defer m.Close()
+	return m.WriteAll([]member.Write{{Offset: d.sbOff, Data: sb.MarshalWithChecksum()}})
+}
+
+// forceArray is mdadm's force_array: while the array is not usable, bring
+// the freshest non-fresh active member up to date (rewriting its event
+// count), with the members of the same vintage.
+func (as *assembler) forceArray(devs []*asmDev, best map[int]int, bestcnt, rd, mostRecent int, avail []bool,
+	level int, layout uint32) (int, bool) {
+	okcnt := 0
+	mr := devs[mostRecent]
+	for !enough(level, rd, layout, true, avail) {
+		chosen := -1
+		for i := 0; i < rd*2 && i < bestcnt; i += 2 {
+			k, ok := best[i]
+			if !ok || devs[k].uptodate || devs[k].recovery != superblock.MaxSector {
+				continue
+			}
+			if chosen < 0 || devs[k].events > devs[chosen].events {
+				chosen = k
+			}
+		}
+		if chosen < 0 {
+			break
+		}
+		current := devs[chosen].events
+		for chosen >= 0 {
+			d := devs[chosen]
+			if as.verbose >= 0 {
+				as.errf("forcing event count in %s(%d) from %d up to %d\n", d.path, d.raidDisk, int(d.events), int(mr.events))
+			}
+			d.sb.Events = mr.events
+			if err := writeSuper(d, d.sb); err != nil {
+				as.errf("Could not re-write superblock on %s\n", d.path)
+				d.events = 0
+				break
+			}
+			d.events = mr.events
+			d.uptodate = true
+			if d.raidDisk >= 0 && d.raidDisk < rd {
+				avail[d.raidDisk] = true
+			}
+			okcnt++
+			chosen = -1
+			for i := 0; i < rd*2 && i < bestcnt; i += 2 {
+				k, ok := best[i]
+				if ok && !devs[k].uptodate && devs[k].recovery == superblock.MaxSector && devs[k].events == current {
+					chosen = k
+					break
+				}
+			}
+		}
+	}
+	return okcnt, true
+}
+
+// start opens the members, starts the engine and the daemon and says so.
+func (as *assembler) start(j assembleJob, mddev, name string, devs []*asmDev, order []int, lock *daemon.Lock, clean bool) int {
+	var edevs []engine.Device
+	var specs []daemon.MemberSpec
+	fail := func(format string, a ...any) int {
+		for _, d := range edevs {
+			d.Close()
+		}
+		as.errf(format, a...)
+		return 1
+	}
+	for _, k := range order {
+		d := devs[k]
+		fd, err := engine.OpenFile(d.path, engine.FileOptions{ReadOnly: as.o.readonly, Exclusive: true})
+		if err != nil {
+			return fail("failed to add %s to %s: %s\n", d.path, mddev, openReason(err))
+		}
+		if !d.block {
+			if err := unix.Flock(int(fd.File().Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+				fd.Close()
+				return fail("failed to add %s to %s: Device or resource busy\n", d.path, mddev)
+			}
+		}
+		edevs = append(edevs, fd)
+		abs, err := filepath.Abs(d.path)
+		if err != nil {
+			abs = d.path
+		}
+		spec := daemon.MemberSpec{Path: abs, Dev: fd, Block: d.block, SBOffset: d.sbOff,
+			DevNumber: int(d.sb.DevNumber), FailFast: d.sb.DevFlags&superblock.DevFlagFailFast != 0}
+		if d.block {
+			spec.Major, spec.Minor = ioctl.Major(d.rdev), ioctl.Minor(d.rdev)
+		}
+		specs = append(specs, spec)
+		if as.verbose > 0 {
+			as.errf("added %s to %s as %d\n", d.path, mddev, d.raidDisk)
+		}
+	}
+	opts := engine.DefaultOptions()
+	opts.Minor = devs[order[0]].minor
+	opts.ReadOnly = as.o.readonly
+	opts.Force = as.o.force
+	opts.SafeModeDelay = as.o.srv.safeModeDelay
+	opts.Logf = func(format string, a ...any) { log.Printf(mddev+": "+format, a...) }
+	arr, err := engine.Open(edevs, opts)
+	if err != nil {
+		for _, d := range edevs {
+			d.Close()
+		}
+		as.errf("failed to RUN_ARRAY %s: %v\n", mddev, err)
+		return 1
+	}
+	var ma *metrics.Array
+	if as.reg != nil {
+		ma = metrics.NewArray(as.reg, name)
+	}
+	cfg := daemon.Config{Name: name, Device: mddev, RunDir: as.o.srv.runDir, Lock: lock, Array: arr,
+		Members: specs, SuperMinor: opts.Minor, ReadOnly: as.o.readonly,
+		NBDSocket: as.o.srv.nbdSocket, NBDListen: as.o.srv.nbdListen, FUSEDir: as.o.srv.fuse,
+		Metrics: ma, MetricsAddr: as.o.srv.metrics,
+		Logf: func(format string, a ...any) { log.Printf(mddev+": "+format, a...) }}
+	if as.o.srv.tlsCert != "" || as.o.srv.tlsKey != "" {
+		cfg.TLS, err = daemon.LoadTLS(as.o.srv.tlsCert, as.o.srv.tlsKey, as.o.srv.tlsCA)
+		if err != nil {
+			arr.Close()
+			as.errf("TLS for %s: %v\n", mddev, err)
+			return 1
+		}
+	}
+	svc, err := daemon.Start(cfg)
+	if err != nil {
+		arr.Close()
+		as.errf("cannot serve %s: %v\n", mddev, err)
+		return 1
+	}
+	// What the engine made of the members.
+	inSync, rebuilding, spares := 0, 0, 0
+	present := map[int]bool{}
+	for _, mi := range arr.Members() {
+		if mi.Device >= 0 {
+			present[mi.Device] = true
+		}
+		switch mi.State {
+		case engine.InSync:
+			inSync++
+		case engine.Recovering:
+			rebuilding++
+		case engine.Spare:
+			spares++
+		}
+	}
+	for i, s := range specs {
+		if !present[i] {
+			as.errf("%s was left out by the engine (not fresh or not a member) - not part of %s\n", s.Path, mddev)
+		}
+	}
+	if as.verbose >= 0 {
+		rd := arr.Geometry().RaidDisks()
+		var b strings.Builder
+		fmt.Fprintf(&b, "%s has been started with %d drive%s", mddev, inSync, plural(inSync))
+		if inSync < rd {
+			fmt.Fprintf(&b, " (out of %d)", rd)
+		}
+		if rebuilding > 0 {
+			sep := " and"
+			if spares > 0 {
+				sep = ","
+			}
+			fmt.Fprintf(&b, "%s %d rebuilding", sep, rebuilding)
+		}
+		if spares > 0 {
+			fmt.Fprintf(&b, " and %d spare%s", spares, plural(spares))
+		}
+		b.WriteString(".\n")
+		as.errf("%s", b.String())
+	}
+	if as.verbose > 0 {
+		if p := svc.NBDSocket(); p != "" {
+			as.errf("%s: NBD on unix socket %s\n", mddev, p)
+		}
+		if a := svc.NBDAddr(); a != "" {
+			as.errf("%s: NBD on TCP %s\n", mddev, a)
+		}
+		if f := svc.FUSEFile(); f != "" {
+			as.errf("%s: FUSE file %s\n", mddev, f)
+		}
+		present, why := daemon.UblkStatus()
+		state := "absent"
+		if present {
+			state = "present (not used)"
+		}
+		as.errf("ublk: %s: %s\n", state, why)
+	}
+	as.started = append(as.started, &startedArray{name: name, dev: mddev, uuid: arr.UUID(), svc: svc})
+	return 0
+}

@@ -1,0 +1,130 @@
+package cmd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"mdtool/engine/daemon"
+)
+
+const stopLong = `Stop running arrays, as "mdadm --stop" (-S) stops them.
+
+MD-DEVICE names an array served by an mdtool daemon (/dev/md/NAME, /dev/mdN,
+NAME or mdN); --scan stops every array in the run directory (--run-dir,
+MDTOOL_RUN_DIR, default /run/mdtool). The daemon finishes the requests in
+flight, flushes, marks the superblocks clean exactly as the kernel does when
+an array stops (so that mdadm and the kernel can assemble the members
+afterwards), releases the members and exits. stop returns when the daemon
+is gone.
+
+Like mdadm, stop refuses while the array is in use: an NBD client is
+connected or the FUSE file is open (e.g. attached to a loop device). SIGTERM
+to the daemon stops the array regardless.
+
+EXIT STATUS
+  0  every array was stopped
+  1  an array is not running, is in use, or could not be stopped`
+
+func newStopCmd(env *Env) *cobra.Command {
+	var scan bool
+	var runDir string
+	var timeout time.Duration
+	c := &cobra.Command{
+		Use:   "stop [flags] MD-DEVICE...",
+		Short: "Stop running arrays (mdadm --stop)",
+		Long:  stopLong,
+		RunE: func(c *cobra.Command, args []string) error {
+			verbose := 0
+			if q, _ := c.Flags().GetBool("quiet"); q {
+				verbose = -1
+			}
+			return runStop(env, args, scan, runDir, timeout, verbose)
+		},
+	}
+	f := c.Flags()
+	f.BoolVarP(&scan, "scan", "s", false, "stop every running array")
+	f.DurationVar(&timeout, "timeout", 5*time.Minute, "how long to wait for a daemon to finish")
+	addRunDirFlag(f, &runDir)
+	return c
+}
+
+func runStop(env *Env, args []string, scan bool, runDir string, timeout time.Duration, verbose int) error {
+	if scan && len(args) > 0 {
+		return exitf(1, "--stop not meaningful with both a --scan assembly and a device name.")
+	}
+	if !scan && len(args) == 0 {
+		return usagef("No devices given.")
+	}
+	devs := args
+	if scan {
+		names, err := daemon.Names(runDir)
+		if err != nil {
+			return exitf(1, "%v", err)
+		}
+		for _, n := range names {
+			dev := n
+			if st, err := queryStatus(runDir, n); err == nil {
+				dev = st.Device
+			}
+			devs = append(devs, dev)
+		}
+	}
+	rv := 0
+	for _, dev := range devs {
+		if err := stopArray(runDir, dev, timeout); err != nil {
+			var oe *daemon.OpError
+			switch {
+			case errors.As(err, &oe) && oe.Code == daemon.CodeBusy:
+				if verbose >= 0 {
+					fmt.Fprintf(env.Stderr, "mdtool: Cannot get exclusive access to %s:Perhaps a running process, mounted filesystem or active volume group?\n", dev)
+				}
+			case errors.Is(err, daemon.ErrNotRunning):
+				fmt.Fprintf(env.Stderr, "mdtool: error opening %s: no such array is running\n", dev)
+			default:
+				if verbose >= 0 {
+					fmt.Fprintf(env.Stderr, "mdtool: failed to stop array %s: %v\n", dev, err)
+				}
+			}
+			rv = 1
+			continue
+		}
+		if verbose >= 0 {
+			fmt.Fprintf(env.Stderr, "mdtool: stopped %s\n", dev)
+		}
+	}
+	if rv != 0 {
+		return &ExitError{Code: rv}
+	}
+	return nil
+}
+
+// stopArray asks the daemon of dev to stop and waits until it released
+// the array.
+func stopArray(runDir, dev string, timeout time.Duration) error {
+	name, err := daemon.ArrayName(dev)
+	if err != nil {
+		return err
+	}
+	cl, err := daemon.Dial(runDir, name)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	if _, err := cl.Call(ctx, daemon.Request{Op: daemon.OpStop}); err != nil {
+		return err
+	}
+	p := daemon.PathsFor(runDir, name)
+	for daemon.Held(p) {
+		if ctx.Err() != nil {
+			return fmt.Errorf("the daemon did not exit within %v", timeout)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return nil
+}
