@@ -150,6 +150,10 @@ overrides the built-in defaults (mdadm's).`,
 		newExamineCmd(env),
 		newExamineBitmapCmd(env),
 		newZeroSuperblockCmd(env),
+		newAssembleCmd(env),
+		newDetailCmd(env),
+		newStopCmd(env),
+		newManageCmd(env),
 		newGenDocsCmd(),
 	)
 	return root
