@@ -125,10 +125,9 @@ type examineOptions struct {
 func newExamineCmd(env *Env) *cobra.Command {
 	o := &examineOptions{}
 	c := &cobra.Command{
-		Use:     "examine [flags] DEVICE...",
-		Aliases: []string{"E"},
-		Short:   "Print the md superblock of member devices (mdadm --examine)",
-		Long:    examineLong,
+		Use:   "examine [flags] DEVICE...",
+		Short: "Print the md superblock of member devices (mdadm --examine)",
+		Long:  examineLong,
 		RunE: func(c *cobra.Command, args []string) error {
 			o.verbose, _ = c.Flags().GetBool("verbose")
 			o.homehost, _ = c.Flags().GetString("homehost")
@@ -1411,6 +1410,27 @@ type jsonBitmapSummary struct {
 
 // jsonExamine is one device of examine --json: the common members, then
 // those of the metadata found (one of V1, V090, MBR), then problems.
+//
+// JSON schema of "mdtool examine --json" (also in the command's help):
+//
+//	[                                  one object per DEVICE, in order
+//	  {
+//	    "device": string,               path as given
+//	    "metadata": string,             "1.0" "1.1" "1.2" "0.90" "mbr", "" when none
+//	    "error": string,                only when the device could not be examined
+//	    "device_size_bytes": int, "device_size_sectors": int,
+//	    ... members of jsonV1, jsonV090 or jsonMBR (see their tags) ...
+//	    "problems": [{"area": "superblock"|"bitmap"|"bad_block_log",
+//	                  "offset": int (bytes into the area), "field": string,
+//	                  "message": string}]      only when there are any
+//	  }
+//	]
+//
+// Conventions: sizes carry their unit in the name (_sectors = 512 bytes,
+// _bytes, _kib); times are given twice, RFC 3339 in UTC ("creation_time")
+// and Unix seconds ("creation_time_unix"); UUIDs are strings as mdadm
+// prints them; members mdadm prints no line for are left out (or null
+// for a role slot); lists are never null.
 type jsonExamine struct {
 	Device            string  `json:"device"`
 	Metadata          string  `json:"metadata"`

@@ -52,10 +52,9 @@ type examineBitmapOptions struct {
 func newExamineBitmapCmd(env *Env) *cobra.Command {
 	o := &examineBitmapOptions{}
 	c := &cobra.Command{
-		Use:     "examine-bitmap [flags] DEVICE...",
-		Aliases: []string{"X"},
-		Short:   "Print the write-intent bitmap of member devices (mdadm --examine-bitmap)",
-		Long:    examineBitmapLong,
+		Use:   "examine-bitmap [flags] DEVICE...",
+		Short: "Print the write-intent bitmap of member devices (mdadm --examine-bitmap)",
+		Long:  examineBitmapLong,
 		RunE: func(c *cobra.Command, args []string) error {
 			if len(args) == 0 {
 				return exitf(2, "No devices given.")
@@ -361,7 +360,13 @@ type jsonNodeBitmap struct {
 	DirtyPercent  float64 `json:"dirty_percent"`
 }
 
-// jsonBitmapDoc is one device of examine-bitmap --json.
+// jsonBitmapDoc is one device of examine-bitmap --json. The document is
+// an array of these, one per DEVICE in order; members follow the
+// conventions of jsonExamine (units in names, "error" only on failure,
+// "problems" only when there are any), "bits"/"dirty"/"dirty_percent" are
+// left out with --brief and for lockless bitmaps, and "node_bitmaps" is
+// present only for clustered bitmaps (nodes > 0). The schema is listed in
+// the command's help too.
 type jsonBitmapDoc struct {
 	Device             string           `json:"device"`
 	Error              string           `json:"error,omitempty"`

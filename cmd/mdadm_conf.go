@@ -15,6 +15,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 
 	"golang.org/x/sys/unix"
 )
@@ -368,7 +369,7 @@ func (conf *MdadmConf) deviceLine(args []string) {
 	}
 }
 
-// isNumber reports whether w is one or more digits and nothing else.
+// confIsNumber reports whether w is one or more digits and nothing else.
 func confIsNumber(w string) bool {
 	if w == "" {
 		return false
@@ -381,17 +382,17 @@ func confIsNumber(w string) bool {
 	return true
 }
 
-// hasPrefixFold is strncasecmp(s, prefix, len(prefix)) == 0.
+// confHasPrefixFold is strncasecmp(s, prefix, len(prefix)) == 0.
 func confHasPrefixFold(s, prefix string) bool {
 	return len(s) >= len(prefix) && strings.EqualFold(s[:len(prefix)], prefix)
 }
 
-// atoi is C's atoi: leading blanks, optional sign, digits; 0 if none.
+// confAtoi is C's atoi: leading blanks, optional sign, digits; 0 if none.
 func confAtoi(s string) int {
 	return confStrtol(s)
 }
 
-// strtol parses like confStrtol(s, NULL, 10), saturating at the int range.
+// confStrtol parses like strtol(s, NULL, 10), saturating at the int range.
 func confStrtol(s string) int {
 	s = strings.TrimLeft(s, " \t\n\v\f\r")
 	neg := false
@@ -826,37 +827,65 @@ func loadPartitions() []string {
 var DevDir = "/dev"
 
 // mapDevFromDev is mdadm's map_dev: the shortest path of a block device
-// node under /dev with the given numbers (symbolic links are not
-// followed), preferring names under /dev/md/; "" if there is none.
+// node under DevDir with the given numbers (symbolic links are not
+// followed), preferring names under /dev/md/; "" if there is none. Like
+// mdadm it walks the directory once, and again when a number is missing.
 func mapDevFromDev(major, minor uint32) string {
 	if major == 0 && minor == 0 {
 		return ""
 	}
-	var regular, preferred string
-	filepath.WalkDir(DevDir, func(path string, d os.DirEntry, err error) error {
+	devNodes.Lock()
+	defer devNodes.Unlock()
+	key := [2]uint32{major, minor}
+	fresh := false
+	if devNodes.names == nil || devNodes.dir != DevDir {
+		devNodes.names, devNodes.dir = scanDevNodes(DevDir), DevDir
+		fresh = true
+	}
+	name, ok := devNodes.names[key]
+	if !ok && !fresh {
+		devNodes.names = scanDevNodes(DevDir)
+		name = devNodes.names[key]
+	}
+	return name
+}
+
+// devNodes caches the block device nodes found under DevDir.
+var devNodes struct {
+	sync.Mutex
+	dir   string
+	names map[[2]uint32]string
+}
+
+// scanDevNodes maps device numbers to the name map_dev would choose.
+func scanDevNodes(dir string) map[[2]uint32]string {
+	regular := map[[2]uint32]string{}
+	preferred := map[[2]uint32]string{}
+	filepath.WalkDir(dir, func(path string, d os.DirEntry, err error) error {
 		if err != nil || d.Type()&os.ModeDevice == 0 || d.Type()&os.ModeCharDevice != 0 {
 			return nil
 		}
 		ma, mi, ok := devNodeNumbers(path)
-		if !ok || ma != major || mi != minor {
+		if !ok {
 			return nil
 		}
+		k := [2]uint32{ma, mi}
+		m := regular
 		if strings.HasPrefix(path, "/dev/md/") {
-			if preferred == "" || len(path) < len(preferred) {
-				preferred = path
-			}
-		} else if regular == "" || len(path) < len(regular) {
-			regular = path
+			m = preferred
+		}
+		if old, ok := m[k]; !ok || len(path) < len(old) {
+			m[k] = path
 		}
 		return nil
 	})
-	if preferred != "" {
-		return preferred
+	for k, v := range preferred {
+		regular[k] = v
 	}
 	return regular
 }
 
-// devNumbers returns the major and minor numbers of a device node (not
+// devNodeNumbers returns the major and minor numbers of a device node (not
 // following a final symbolic link).
 func devNodeNumbers(path string) (uint32, uint32, bool) {
 	var st unix.Stat_t

@@ -376,3 +376,24 @@ func FuzzMdadmConf(f *testing.F) {
 		}
 	})
 }
+
+func TestMapDevFromDev(t *testing.T) {
+	// /dev of the machine: every block device node found must map back
+	// to a node with the same numbers.
+	names := scanDevNodes(DevDir)
+	for k, p := range names {
+		ma, mi, ok := devNodeNumbers(p)
+		if !ok || ma != k[0] || mi != k[1] {
+			t.Errorf("%s: numbers %d:%d, want %d:%d", p, ma, mi, k[0], k[1])
+		}
+		if got := mapDevFromDev(k[0], k[1]); got != p {
+			t.Errorf("mapDevFromDev(%d, %d) = %q, want %q", k[0], k[1], got, p)
+		}
+	}
+	if got := mapDevFromDev(0, 0); got != "" {
+		t.Errorf("mapDevFromDev(0, 0) = %q", got)
+	}
+	if got := mapDevFromDev(4095, 1048575); got != "" {
+		t.Errorf("mapDevFromDev(unused numbers) = %q", got)
+	}
+}
