@@ -190,6 +190,11 @@ func (s *Service) stop(force bool) error {
 		return nil
 	}
 	if !force {
+		// Like mdadm's STOP_ARRAY retries: a client that is just going
+		// away gets up to five seconds.
+		for i := 0; i < 100 && s.nbdConns.Load() > 0; i++ {
+			time.Sleep(50 * time.Millisecond)
+		}
 		if n := s.nbdConns.Load(); n > 0 {
 			return Errorf(CodeBusy, "%d NBD client(s) connected", n)
 		}
