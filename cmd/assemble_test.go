@@ -446,7 +446,9 @@ func TestAssembleScan(t *testing.T) {
 	// --scan alone: every ARRAY line, one process.
 	env, _, errb := daemonEnv()
 	done := make(chan int, 1)
-	go func() { done <- Main([]string{"assemble", "--foreground", "--scan", "--config", conf, "--run-dir", runDir}, env) }()
+	go func() {
+		done <- Main([]string{"assemble", "--foreground", "--scan", "--config", conf, "--run-dir", runDir}, env)
+	}()
 	waitNames(t, runDir, "alpha,beta", done)
 	code, out, errs = mdtool(t, "detail", "--scan", "--run-dir", runDir)
 	if code != 0 || !strings.Contains(out, "ARRAY /dev/md/alpha metadata=1.2 name=testhost:alpha UUID="+uuid+"\n") ||
@@ -465,7 +467,9 @@ func TestAssembleScan(t *testing.T) {
 	os.WriteFile(conf, []byte("DEVICE "+filepath.Join(dir, "*.img")+"\n"), 0o600)
 	env, _, errb = daemonEnv()
 	done = make(chan int, 1)
-	go func() { done <- Main([]string{"assemble", "--foreground", "--scan", "--config", conf, "--run-dir", runDir}, env) }()
+	go func() {
+		done <- Main([]string{"assemble", "--foreground", "--scan", "--config", conf, "--run-dir", runDir}, env)
+	}()
 	waitNames(t, runDir, "alpha,beta", done)
 	if code, _, errs := mdtool(t, "stop", "--scan", "--run-dir", runDir); code != 0 {
 		t.Errorf("stop --scan: %d %s", code, errs)
