@@ -7,7 +7,6 @@ import (
 	"regexp"
 	"strings"
 	"testing"
-	"time"
 
 	"mdtool/internal/fixture"
 )
@@ -76,9 +75,7 @@ func hasTag(c *fixture.Case, tag string) bool {
 // mdtool detail, --export and --brief with what mdadm --detail printed for
 // the kernel's array.
 func TestDetailFixtures(t *testing.T) {
-	old := time.Local
-	time.Local = time.UTC // the fixtures were made with TZ=UTC
-	defer func() { time.Local = old }()
+	// TestMain runs the tests in UTC, the fixtures' time zone.
 	cases := fixtureCases(t)
 	if len(cases) < 10 {
 		t.Fatalf("only %d fixture cases", len(cases))
