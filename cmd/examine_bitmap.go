@@ -137,6 +137,20 @@ func readBitmapAt(p *mdProbe, off int64, brief bool) (*bitmapRead, error) {
 	return r, nil
 }
 
+// maxClusterNodes caps the per-node listing of a damaged header (mdadm
+// would try to list up to 2^31 nodes).
+const maxClusterNodes = 1024
+
+// clusterNodes is how many node bitmaps to list: nodes as mdadm's int,
+// at most maxClusterNodes.
+func clusterNodes(nodes uint32) int {
+	n := int(int32(nodes))
+	if n > maxClusterNodes {
+		n = maxClusterNodes
+	}
+	return n
+}
+
 // bitmapStateName is mdadm's bitmap_state: "OK" for 0, "Out of date" for
 // 2 (the stale bit alone), "Unknown" otherwise.
 func bitmapStateName(state uint32) string {
@@ -322,7 +336,7 @@ func examineBitmapText(env *Env, out io.Writer, dev string, brief bool) int {
 	}
 	p("   Cluster nodes : %d\n", int32(h.Nodes))
 	p("    Cluster name : %-64s\n", cString(r.hdr[72:256]))
-	for i := 0; i < int(int32(h.Nodes)); i++ {
+	for i := 0; i < clusterNodes(h.Nodes); i++ {
 		nr, err := readBitmapAt(src.p, src.nodeOffset(i, r.hdr), brief)
 		if err != nil {
 			p("   Unable to read bitmap on node: %d\n", i)
@@ -445,7 +459,7 @@ func examineBitmapJSON(env *Env, dev string, brief bool) (*jsonBitmapDoc, int) {
 	if !brief && !d.Lockless {
 		d.Bits, d.Dirty, d.DirtyPercent = exPtr(r.total), exPtr(r.dirty), exPtr(dirtyPercent(r.dirty, r.total))
 	}
-	for i := 0; i < int(int32(h.Nodes)) && !d.Lockless; i++ {
+	for i := 0; i < clusterNodes(h.Nodes) && !d.Lockless; i++ {
 		off := src.nodeOffset(i, r.hdr)
 		nr, err := readBitmapAt(src.p, off, brief)
 		if err != nil {

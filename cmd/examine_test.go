@@ -1598,3 +1598,94 @@ func TestExamineExitStatus(t *testing.T) {
 		})
 	}
 }
+
+// fuzzImage writes a 1 MiB image with b at off (b's leading fields forced
+// by fix) and returns its path.
+func fuzzImage(t *testing.T, size int64, off int64, b []byte) string {
+	p := filepath.Join(t.TempDir(), "fuzz.img")
+	f, err := os.Create(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := f.Truncate(size); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteAt(b, off); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// examineEverything runs every examine output on an image; none may panic
+// and every JSON document must be valid.
+func examineEverything(t *testing.T, img string) {
+	conf := "none"
+	for _, args := range [][]string{
+		{"examine", "-c", conf, "--homehost", "mdvm", img},
+		{"examine", "--export", "-c", conf, "--homehost", "mdvm", img},
+		{"examine", "--brief", "--verbose", "-c", conf, "--homehost", "mdvm", img, img},
+		{"examine", "--json", "-c", conf, "--homehost", "mdvm", img},
+		{"examine-bitmap", img},
+		{"examine-bitmap", "--json", img},
+	} {
+		r := runMdtool(t, vmHost, args...)
+		if strings.Contains(strings.Join(args, " "), "--json") && !json.Valid([]byte(r.stdout)) {
+			t.Fatalf("%v: invalid JSON %q", args, r.stdout)
+		}
+	}
+}
+
+// FuzzExamineV1 feeds arbitrary v1.2 superblocks (and the bitmap area
+// behind them) to examine and examine-bitmap.
+func FuzzExamineV1(f *testing.F) {
+	for _, d := range []string{"vda", "vdb", "vde", "vdi", "vdj", "vdp"} {
+		im, err := fixture.Load(filepath.Join("testdata", "vm", "run1", d+".fx.gz"))
+		if err != nil {
+			f.Fatal(err)
+		}
+		b := make([]byte, 12288)
+		im.ReadAt(b, 4096)
+		f.Add(b)
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if len(b) < 256 {
+			return
+		}
+		if len(b) > 16384 {
+			b = b[:16384]
+		}
+		b = append([]byte(nil), b...)
+		binary.LittleEndian.PutUint32(b[0:], superblock.Magic)
+		binary.LittleEndian.PutUint32(b[4:], 1)
+		binary.LittleEndian.PutUint64(b[0x90:], 8)
+		examineEverything(t, fuzzImage(t, 1<<20, 4096, b))
+	})
+}
+
+// FuzzExamineV090 feeds arbitrary 0.90 superblocks (and the bitmap block
+// behind them) to examine and examine-bitmap.
+func FuzzExamineV090(f *testing.F) {
+	for _, d := range []string{"vds", "vdv"} {
+		im, err := fixture.Load(filepath.Join("testdata", "vm", "run1", d+".fx.gz"))
+		if err != nil {
+			f.Fatal(err)
+		}
+		b := make([]byte, 8192)
+		im.ReadAt(b, int64(superblock.Offset090(32<<20)))
+		f.Add(b)
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if len(b) < 4096 {
+			return
+		}
+		if len(b) > 8192 {
+			b = b[:8192]
+		}
+		b = append([]byte(nil), b...)
+		binary.LittleEndian.PutUint32(b[0:], superblock.Magic)
+		binary.LittleEndian.PutUint32(b[4:], 0)
+		const size = 1 << 20
+		examineEverything(t, fuzzImage(t, size, int64(superblock.Offset090(size)), b))
+	})
+}
