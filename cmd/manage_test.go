@@ -1,0 +1,127 @@
+package cmd
+
+import (
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestManageFailAndDetailTest fails members of running arrays with the
+// mdadm command line and checks what detail, --test, the superblocks and
+// the next assembly make of it; and the refusals of manage, stop, detail
+// and wait.
+func TestManageFailAndDetailTest(t *testing.T) {
+	dir := t.TempDir()
+	runDir := filepath.Join(dir, "run")
+	devs := mkArray(t, dir, "/dev/md/mg", 4, 32<<20, "-l5", "-n4", "-c64", "--assume-clean")
+	s := serve(t, runDir, "/dev/md/mg", devs...)
+	detailTest := func() int {
+		code, _, _ := mdtool(t, "detail", "--test", "--run-dir", runDir, "/dev/md/mg")
+		return code
+	}
+	if c := detailTest(); c != 0 {
+		t.Errorf("detail --test of a healthy array: %d", c)
+	}
+	// mdadm's manage form: MD --fail DEV.
+	code, _, errs := mdtool(t, "/dev/md/mg", "--fail", devs[1], "--run-dir", runDir)
+	if code != 0 || errs != "mdtool: set "+devs[1]+" faulty in /dev/md/mg\n" {
+		t.Errorf("--fail: exit %d: %q", code, errs)
+	}
+	code, out, _ := mdtool(t, "-D", "/dev/md/mg", "--run-dir", runDir)
+	for _, want := range []string{
+		"             State : clean, degraded \n",
+		"    Active Devices : 3\n   Working Devices : 3\n    Failed Devices : 1\n     Spare Devices : 0\n",
+		"       -       0        0        1      removed\n",
+		"       1       0        0        -      faulty   " + devs[1] + "\n",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("detail lacks %q:\n%s", want, out)
+		}
+	}
+	if c := detailTest(); c != 1 {
+		t.Errorf("detail --test of a degraded array: %d, want 1", c)
+	}
+	// Errors, worded as mdadm words them; nothing changes.
+	for _, tc := range []struct {
+		args []string
+		msg  string
+	}{
+		{[]string{"--fail", filepath.Join(dir, "nope.img")}, "set device faulty failed for " + filepath.Join(dir, "nope.img") + ":  No such device"},
+		{[]string{"--remove", devs[0]}, "hot remove failed for " + devs[0] + ": Device or resource busy"},
+		{[]string{"--remove", devs[1]}, devs[1] + ": --remove is not supported by mdtool yet"},
+		{[]string{"--add", filepath.Join(dir, "new.img")}, filepath.Join(dir, "new.img") + ": --add is not supported by mdtool yet"},
+		{[]string{"--re-add", devs[1]}, "add new device failed for " + devs[1] + " as /dev/md/mg: Device or resource busy"},
+	} {
+		args := append([]string{"/dev/md/mg"}, tc.args...)
+		args = append(args, "--run-dir", runDir)
+		code, _, errs := mdtool(t, args...)
+		if code != 1 || !strings.Contains(errs, "mdtool: "+tc.msg) {
+			t.Errorf("%v: exit %d: %q, want %q", tc.args, code, errs, tc.msg)
+		}
+	}
+	if c := detailTest(); c != 1 {
+		t.Errorf("detail --test after refused operations: %d, want 1", c)
+	}
+	// A second failure: raid5 has failed.
+	if code, _, errs := mdtool(t, "manage", "/dev/md/mg", "-f", devs[2], "--run-dir", runDir); code != 0 {
+		t.Errorf("second --fail: %d %s", code, errs)
+	}
+	code, out, _ = mdtool(t, "detail", "--run-dir", runDir, "/dev/md/mg")
+	if !strings.Contains(out, "             State : clean, FAILED \n") {
+		t.Errorf("detail of a failed array:\n%s", out)
+	}
+	if c := detailTest(); c != 2 {
+		t.Errorf("detail --test of a failed array: %d, want 2", c)
+	}
+	// wait: nothing to wait for.
+	if code, _, _ := mdtool(t, "--wait", "/dev/md/mg", "--run-dir", runDir); code != 1 {
+		t.Errorf("wait on an idle array: %d, want 1", code)
+	}
+	s.stop()
+
+	// The superblocks record the failures: devs[1] and devs[2] are out.
+	e, _ := exec.Command("mdadm", "--examine", devs[0]).CombinedOutput()
+	if !strings.Contains(string(e), "   Array State : A..A ") {
+		t.Errorf("mdadm --examine after the failures:\n%s", e)
+	}
+	// Not running any more.
+	for _, tc := range []struct {
+		args []string
+		code int
+		msg  string
+	}{
+		{[]string{"-D", "/dev/md/mg"}, 1, "mdtool: cannot open /dev/md/mg: no such array is running\n"},
+		{[]string{"-D", "--test", "/dev/md/mg"}, 4, "mdtool: cannot open /dev/md/mg: no such array is running\n"},
+		{[]string{"-S", "/dev/md/mg"}, 1, "mdtool: error opening /dev/md/mg: no such array is running\n"},
+		{[]string{"/dev/md/mg", "--fail", devs[0]}, 1, "mdtool: /dev/md/mg does not appear to be active.\n"},
+		{[]string{"--wait", "/dev/md/mg"}, 2, ""},
+	} {
+		args := append(tc.args, "--run-dir", runDir)
+		code, _, errs := mdtool(t, args...)
+		if code != tc.code || errs != tc.msg {
+			t.Errorf("%v: exit %d %q, want %d %q", tc.args, code, errs, tc.code, tc.msg)
+		}
+	}
+}
+
+// TestManageLastCopy: md refuses to fail the last working copy of raid1
+// data (mdadm reports EBUSY).
+func TestManageLastCopy(t *testing.T) {
+	dir := t.TempDir()
+	runDir := filepath.Join(dir, "run")
+	devs := mkArray(t, dir, "/dev/md/lc", 2, 32<<20, "-l1", "-n2", "--assume-clean")
+	s := serve(t, runDir, "/dev/md/lc", devs...)
+	if code, _, errs := mdtool(t, "/dev/md/lc", "--fail", devs[0], "--run-dir", runDir); code != 0 {
+		t.Fatalf("first --fail: %d %s", code, errs)
+	}
+	code, _, errs := mdtool(t, "/dev/md/lc", "--fail", devs[1], "--run-dir", runDir)
+	if code != 1 || errs != "mdtool: set device faulty failed for "+devs[1]+":  Device or resource busy\n" {
+		t.Errorf("failing the last copy: exit %d: %q", code, errs)
+	}
+	_, out, _ := mdtool(t, "-D", "/dev/md/lc", "--run-dir", runDir)
+	if !strings.Contains(out, "             State : clean, degraded \n") {
+		t.Errorf("detail:\n%s", out)
+	}
+	s.stop()
+}
