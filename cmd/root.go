@@ -154,6 +154,7 @@ overrides the built-in defaults (mdadm's).`,
 		newDetailCmd(env),
 		newStopCmd(env),
 		newManageCmd(env),
+		newWaitCmd(env),
 		newGenDocsCmd(),
 	)
 	return root
