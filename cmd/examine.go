@@ -131,7 +131,9 @@ func newExamineCmd(env *Env) *cobra.Command {
 		RunE: func(c *cobra.Command, args []string) error {
 			o.verbose, _ = c.Flags().GetBool("verbose")
 			o.homehost, _ = c.Flags().GetString("homehost")
-			o.homehostGiven = flagChanged(c.Flags(), "homehost")
+			// Given on the command line, or set from MDTOOL_HOMEHOST or the
+			// configuration file (which do not mark the flag changed).
+			o.homehostGiven = flagChanged(c.Flags(), "homehost") || o.homehost != ""
 			return runExamine(env, o, args)
 		},
 	}
