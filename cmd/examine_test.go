@@ -1112,7 +1112,8 @@ type synthResult struct {
 const synthFile = "testdata/synthetic.json"
 
 // runHostMdadm runs the host's mdadm on the image (on a read-only loop
-// device for -X) and returns its output with the device name as "IMG".
+// device for -X, where it also checks mdtool on the same block device)
+// and returns its output with the device name as "IMG".
 func runHostMdadm(t *testing.T, argv []string, img string) synthResult {
 	t.Helper()
 	dev := img
@@ -1138,6 +1139,16 @@ func runHostMdadm(t *testing.T, argv []string, img string) synthResult {
 			t.Fatalf("mdadm: %v", err)
 		}
 		rc = ee.ExitCode()
+	}
+	if dev != img && rc != -1 {
+		// While the loop device exists: mdtool on the block device must
+		// print what mdadm printed on it.
+		got := runMdtool(t, "not-the-homehost", args...)
+		if got.code != rc || got.stdout != so.String() ||
+			strings.ReplaceAll(got.stderr, "mdtool: ", "mdadm: ") != se.String() {
+			t.Errorf("%v on %s: mdtool exit %d %q %q, mdadm exit %d %q %q", argv, dev,
+				got.code, got.stdout, got.stderr, rc, so.String(), se.String())
+		}
 	}
 	return synthResult{Argv: argv, Stdout: strings.ReplaceAll(so.String(), dev, "IMG"),
 		Stderr: strings.ReplaceAll(se.String(), dev, "IMG"), RC: rc}
