@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"mdtool/superblock"
 	"os"
 	"path/filepath"
 	"sort"
@@ -594,32 +595,11 @@ func (conf *MdadmConf) createLine(args []string) {
 	}
 }
 
-// parseUUIDText is mdadm's parse_uuid: 32 hex digits, with ':', '.', ' '
-// and '-' ignored anywhere; the bytes in the order written.
+// parseUUIDText is mdadm's parse_uuid (superblock.ParseUUID) as a
+// found/not-found answer.
 func parseUUIDText(s string) ([16]byte, bool) {
-	var u [16]byte
-	n := 0
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		var v byte
-		switch {
-		case c >= '0' && c <= '9':
-			v = c - '0'
-		case c >= 'a' && c <= 'f':
-			v = c - 'a' + 10
-		case c >= 'A' && c <= 'F':
-			v = c - 'A' + 10
-		case c == ':' || c == '.' || c == ' ' || c == '-':
-			continue
-		default:
-			return [16]byte{}, false
-		}
-		if n < 32 {
-			u[n/2] |= v << (4 * (1 - n%2))
-		}
-		n++
-	}
-	return u, n == 32
+	u, err := superblock.ParseUUID(s)
+	return u, err == nil
 }
 
 // LoadMdadmConf reads mdadm.conf the way mdadm 4.2 does:

@@ -132,7 +132,7 @@ func (m *Member) loadV1(minor int) (*V1, error) {
 // LoadV090 reads a 0.90 superblock, if there is one.
 func (m *Member) LoadV090() (*superblock.SuperblockV090, []byte, error) {
 	off := superblock.Offset090(m.Geom.Size)
-	if m.Geom.Size < 128<<10 {
+	if m.Geom.Size < superblock.MinDevBytes090 {
 		return nil, nil, ErrNoSuperblock
 	}
 	raw := make([]byte, 4096)
