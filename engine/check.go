@@ -68,8 +68,7 @@ func (a *Array) checkStriped(ctx context.Context, repair bool) (uint64, error) {
 			w.ol.add(mq, false, mq.dataOff+int64(row.Sector)<<9, oldQ, row.Q)
 		}
 		err := sp.runReads(w, stripe)
-		var re *readError
-		if errors.As(err, &re) {
+		if isReadError(err) {
 			// md's check rebuilds what failed to read and rewrites it.
 			err = nil
 			for d, role := range row.Data {

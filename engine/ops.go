@@ -3,6 +3,7 @@ package engine
 import (
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // personality is the level-specific I/O path. Sectors are array sectors;
@@ -24,6 +25,9 @@ type memOp struct {
 	err   error
 	// tag lets the caller find what the op was for.
 	tag int
+
+	a    *Array
+	done *sync.WaitGroup
 }
 
 func (op *memOp) bytes() int {
@@ -94,16 +98,54 @@ func (a *Array) run(ops []memOp) {
 		}
 		return
 	}
-	var wg sync.WaitGroup
-	wg.Add(len(ops) - 1)
+	fo := fanoutPool.Get().(*fanout)
+	fo.wg.Add(len(ops) - 1)
 	for i := 1; i < len(ops); i++ {
-		go func(op *memOp) {
-			a.exec(op)
-			wg.Done()
-		}(&ops[i])
+		ops[i].a, ops[i].done = a, &fo.wg
+		executor.submit(&ops[i])
 	}
 	a.exec(&ops[0])
-	wg.Wait()
+	fo.wg.Wait()
+	fanoutPool.Put(fo)
+}
+
+type fanout struct{ wg sync.WaitGroup }
+
+var fanoutPool = sync.Pool{New: func() any { return new(fanout) }}
+
+// execPool runs member ops on worker goroutines that outlive requests, so
+// that fanning a request out to its members allocates nothing. A worker
+// is started whenever none is idle (so there is never a queue and never a
+// deadlock); idle workers exit after a while.
+type execPool struct {
+	ch chan *memOp
+}
+
+var executor = &execPool{ch: make(chan *memOp)}
+
+const workerIdle = 10 * time.Second
+
+func (p *execPool) submit(op *memOp) {
+	select {
+	case p.ch <- op:
+	default:
+		go p.worker(op)
+	}
+}
+
+func (p *execPool) worker(op *memOp) {
+	t := time.NewTimer(workerIdle)
+	defer t.Stop()
+	for {
+		op.a.exec(op)
+		op.done.Done()
+		t.Reset(workerIdle)
+		select {
+		case op = <-p.ch:
+		case <-t.C:
+			return
+		}
+	}
 }
 
 func (a *Array) exec(op *memOp) {

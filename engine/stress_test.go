@@ -70,7 +70,7 @@ func TestConcurrentOverlappingWriters(t *testing.T) {
 		{s: spec{level: "raid6", layout: "left-asymmetric", n: 6, chunkKiB: 64}, drop: []int{4}},
 	}
 	writers, perWriter := 8, 150
-	if testing.Short() {
+	if testing.Short() || raceEnabled {
 		perWriter = 50
 	}
 	for _, c := range cases {

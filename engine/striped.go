@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"errors"
 	"fmt"
 	"sync"
 
@@ -112,6 +111,11 @@ type readError struct{ role int }
 
 func (e *readError) Error() string { return fmt.Sprintf("read error on role %d", e.role) }
 
+func isReadError(err error) bool {
+	_, ok := err.(*readError)
+	return ok
+}
+
 // avail reports whether role holds valid data over member sectors
 // [s, s+n) and has not failed a read in this request.
 func (sp *stripedPers) avail(w *stripeWork, role int, s, n uint64) bool {
@@ -220,8 +224,7 @@ func (sp *stripedPers) degradedRead(b []byte, s uint64, bad *member) error {
 		if err == nil {
 			err = sp.rebuild(w, lo, n)
 		}
-		var re *readError
-		if !errors.As(err, &re) {
+		if !isReadError(err) {
 			break
 		}
 	}
@@ -553,8 +556,7 @@ func (sp *stripedPers) writePartial(p []byte, sector uint64, fua bool) error {
 			var deg bool
 			deg, err = sp.partialOnce(w, p, rel, slo, shi, fua)
 			degraded = degraded || deg
-			var re *readError
-			if !errors.As(err, &re) {
+			if !isReadError(err) {
 				break
 			}
 		}
