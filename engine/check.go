@@ -40,85 +40,13 @@ func (a *Array) Check(ctx context.Context, repair bool) (uint64, error) {
 }
 
 func (a *Array) checkStriped(ctx context.Context, repair bool) (uint64, error) {
-	sp := a.pers.(*stripedPers)
-	g := sp.g
-	c := g.ChunkSectors()
-	size := int(c) << 9
 	var mismatches uint64
-	for stripe := uint64(0); stripe < g.Stripes(); stripe++ {
+	for stripe := uint64(0); stripe < a.striped.Stripes(); stripe++ {
 		if err := ctx.Err(); err != nil {
 			return mismatches, err
 		}
-		a.lockStripe(stripe, 0, c)
-		w := sp.work()
-		g.Row(stripe, &w.row)
-		row := &w.row
-		for d, role := range row.Data {
-			w.db[d] = w.alloc(size)
-			m := a.roles[role]
-			w.ol.add(m, false, m.dataOff+int64(row.Sector)<<9, w.db[d], role)
-		}
-		oldP := w.alloc(size)
-		mp := a.roles[row.P]
-		w.ol.add(mp, false, mp.dataOff+int64(row.Sector)<<9, oldP, row.P)
-		var oldQ []byte
-		if sp.r6 {
-			oldQ = w.alloc(size)
-			mq := a.roles[row.Q]
-			w.ol.add(mq, false, mq.dataOff+int64(row.Sector)<<9, oldQ, row.Q)
-		}
-		err := sp.runReads(w, stripe)
-		if isReadError(err) {
-			// md's check rebuilds what failed to read and rewrites it.
-			err = nil
-			for d, role := range row.Data {
-				w.have[d] = !w.bad[role]
-			}
-			w.pb, w.qb = oldP, oldQ
-			if rerr := sp.rebuild(w, 0, c); rerr != nil {
-				err = rerr
-			}
-			for d, role := range row.Data {
-				if w.bad[role] && err == nil {
-					sp.rewrite(a.roles[role], w.db[d], int64(row.Sector), c)
-				}
-			}
-		}
-		if err == nil {
-			w.pb = w.alloc(size)
-			if sp.r6 {
-				w.qb = w.alloc(size)
-			}
-			sp.computeParity(w)
-			bad := false
-			for o := 0; o < size; o += checkPage << 9 {
-				e := o + checkPage<<9
-				pDiff := !w.bad[row.P] && !bytes.Equal(w.pb[o:e], oldP[o:e])
-				qDiff := sp.r6 && !w.bad[row.Q] && !bytes.Equal(w.qb[o:e], oldQ[o:e])
-				if pDiff || qDiff {
-					mismatches += checkPage
-					bad = true
-				}
-			}
-			for _, pr := range [2]struct {
-				role int
-				b    []byte
-			}{{row.P, w.pb}, {row.Q, w.qb}} {
-				if pr.role < 0 {
-					continue
-				}
-				if w.bad[pr.role] {
-					sp.rewrite(a.roles[pr.role], pr.b, int64(row.Sector), c)
-				} else if bad && repair {
-					m := a.roles[pr.role]
-					if _, werr := m.dev.WriteAt(pr.b, m.dataOff+int64(row.Sector)<<9); werr != nil {
-						a.failMember(m, werr)
-					}
-				}
-			}
-		}
-		w.release()
-		a.unlockStripe(stripe, 0, c)
+		mm, err := a.syncStripe(stripe, repair)
+		mismatches += mm
 		if err != nil {
 			return mismatches, err
 		}
@@ -126,78 +54,171 @@ func (a *Array) checkStriped(ctx context.Context, repair bool) (uint64, error) {
 	return mismatches, nil
 }
 
+// syncStripe reads one stripe under its lock, rebuilds what fails to read,
+// recomputes parity and counts the 4 KiB pages whose parity differs; with
+// repair it rewrites the parity that differs.
+func (a *Array) syncStripe(stripe uint64, repair bool) (uint64, error) {
+	sp := a.pers.(*stripedPers)
+	g := sp.g
+	c := g.ChunkSectors()
+	size := int(c) << 9
+	var mismatches uint64
+	a.lockStripe(stripe, 0, c)
+	w := sp.work()
+	g.Row(stripe, &w.row)
+	row := &w.row
+	for d, role := range row.Data {
+		w.db[d] = w.alloc(size)
+		m := a.roles[role]
+		w.ol.add(m, false, m.dataOff+int64(row.Sector)<<9, w.db[d], role)
+	}
+	oldP := w.alloc(size)
+	mp := a.roles[row.P]
+	w.ol.add(mp, false, mp.dataOff+int64(row.Sector)<<9, oldP, row.P)
+	var oldQ []byte
+	if sp.r6 {
+		oldQ = w.alloc(size)
+		mq := a.roles[row.Q]
+		w.ol.add(mq, false, mq.dataOff+int64(row.Sector)<<9, oldQ, row.Q)
+	}
+	err := sp.runReads(w, stripe)
+	if isReadError(err) {
+		// md's check rebuilds what failed to read and rewrites it.
+		err = nil
+		for d, role := range row.Data {
+			w.have[d] = !w.bad[role]
+		}
+		w.pb, w.qb = oldP, oldQ
+		if rerr := sp.rebuild(w, 0, c); rerr != nil {
+			err = rerr
+		}
+		for d, role := range row.Data {
+			if w.bad[role] && err == nil {
+				sp.rewrite(a.roles[role], w.db[d], int64(row.Sector), c)
+			}
+		}
+	}
+	if err == nil {
+		w.pb = w.alloc(size)
+		if sp.r6 {
+			w.qb = w.alloc(size)
+		}
+		sp.computeParity(w)
+		bad := false
+		for o := 0; o < size; o += checkPage << 9 {
+			e := o + checkPage<<9
+			pDiff := !w.bad[row.P] && !bytes.Equal(w.pb[o:e], oldP[o:e])
+			qDiff := sp.r6 && !w.bad[row.Q] && !bytes.Equal(w.qb[o:e], oldQ[o:e])
+			if pDiff || qDiff {
+				mismatches += checkPage
+				bad = true
+			}
+		}
+		for _, pr := range [2]struct {
+			role int
+			b    []byte
+		}{{row.P, w.pb}, {row.Q, w.qb}} {
+			if pr.role < 0 {
+				continue
+			}
+			if w.bad[pr.role] {
+				sp.rewrite(a.roles[pr.role], pr.b, int64(row.Sector), c)
+			} else if bad && repair {
+				m := a.roles[pr.role]
+				if _, werr := m.dev.WriteAt(pr.b, m.dataOff+int64(row.Sector)<<9); werr != nil {
+					a.failMember(m, werr)
+				}
+			}
+		}
+	}
+	w.release()
+	a.unlockStripe(stripe, 0, c)
+	return mismatches, err
+}
+
 func (a *Array) checkMirrors(ctx context.Context, repair bool) (uint64, error) {
 	var mismatches uint64
 	total := a.geo.ArraySectors()
-	step := uint64(128) // 64 KiB
-	if c := a.geo.ChunkSectors(); c > 0 && c < step {
-		step = c
-	}
-	locs := make([]layout.Loc, a.geo.MaxCopies())
-	var bufs [][]byte
 	for s := uint64(0); s < total; {
 		if err := ctx.Err(); err != nil {
 			return mismatches, err
 		}
-		var run uint64
-		locs, run = a.geo.Map(s, locs)
-		n := min(run, step, total-s)
-		a.lockRegions(s, n)
-		bufs = bufs[:0]
-		var err error
-		var badLocs []layout.Loc
-		var goodLocs []layout.Loc
-		for _, l := range locs {
-			m := a.roles[l.Role]
-			b := make([]byte, n<<9)
-			if _, rerr := m.dev.ReadAt(b, m.dataOff+int64(l.Sector)<<9); rerr != nil {
-				a.stats.readErrors.add(s, 1)
-				badLocs = append(badLocs, l)
-				continue
-			}
-			bufs = append(bufs, b)
-			goodLocs = append(goodLocs, l)
-		}
-		if len(bufs) == 0 {
-			err = fmt.Errorf("%w: sector %d unreadable on every copy", ErrFailed, s)
-		} else {
-			for o := uint64(0); o < n; o += checkPage {
-				e := min(o+checkPage, n)
-				for _, b := range bufs[1:] {
-					if !bytes.Equal(bufs[0][o<<9:e<<9], b[o<<9:e<<9]) {
-						mismatches += e - o
-						break
-					}
-				}
-			}
-			fix := badLocs
-			if repair {
-				for i, l := range goodLocs[1:] {
-					if !bytes.Equal(bufs[0], bufs[i+1]) {
-						fix = append(fix, l)
-					}
-				}
-			}
-			for _, l := range fix {
-				m := a.roles[l.Role]
-				off := m.dataOff + int64(l.Sector)<<9
-				chk := make([]byte, len(bufs[0]))
-				_, werr := m.dev.WriteAt(bufs[0], off)
-				if werr == nil {
-					_, werr = m.dev.ReadAt(chk, off)
-				}
-				if werr != nil {
-					a.failMember(m, werr)
-				} else {
-					m.corrected.Add(1)
-				}
-			}
-		}
-		a.unlockRegions(s, n)
+		mm, n, err := a.syncMirror(s, total-s, repair)
+		mismatches += mm
 		if err != nil {
 			return mismatches, err
 		}
 		s += n
 	}
 	return mismatches, nil
+}
+
+// syncMirror compares the copies of array sectors from s (at most max
+// sectors, at most 64 KiB, within one mapping run) under the region lock,
+// rewrites copies that fail to read and, with repair, copies that differ;
+// it returns the mismatching sectors (4 KiB units) and the sectors done.
+func (a *Array) syncMirror(s, max uint64, repair bool) (uint64, uint64, error) {
+	var mismatches uint64
+	step := uint64(128) // 64 KiB
+	if c := a.geo.ChunkSectors(); c > 0 && c < step {
+		step = c
+	}
+	locs := make([]layout.Loc, a.geo.MaxCopies())
+	var bufs [][]byte
+	var run uint64
+	locs, run = a.geo.Map(s, locs)
+	n := min(run, step, max)
+	a.lockRegions(s, n)
+	bufs = bufs[:0]
+	var err error
+	var badLocs []layout.Loc
+	var goodLocs []layout.Loc
+	for _, l := range locs {
+		m := a.roles[l.Role]
+		b := make([]byte, n<<9)
+		if _, rerr := m.dev.ReadAt(b, m.dataOff+int64(l.Sector)<<9); rerr != nil {
+			a.stats.readErrors.add(s, 1)
+			badLocs = append(badLocs, l)
+			continue
+		}
+		bufs = append(bufs, b)
+		goodLocs = append(goodLocs, l)
+	}
+	if len(bufs) == 0 {
+		err = fmt.Errorf("%w: sector %d unreadable on every copy", ErrFailed, s)
+	} else {
+		for o := uint64(0); o < n; o += checkPage {
+			e := min(o+checkPage, n)
+			for _, b := range bufs[1:] {
+				if !bytes.Equal(bufs[0][o<<9:e<<9], b[o<<9:e<<9]) {
+					mismatches += e - o
+					break
+				}
+			}
+		}
+		fix := badLocs
+		if repair {
+			for i, l := range goodLocs[1:] {
+				if !bytes.Equal(bufs[0], bufs[i+1]) {
+					fix = append(fix, l)
+				}
+			}
+		}
+		for _, l := range fix {
+			m := a.roles[l.Role]
+			off := m.dataOff + int64(l.Sector)<<9
+			chk := make([]byte, len(bufs[0]))
+			_, werr := m.dev.WriteAt(bufs[0], off)
+			if werr == nil {
+				_, werr = m.dev.ReadAt(chk, off)
+			}
+			if werr != nil {
+				a.failMember(m, werr)
+			} else {
+				m.corrected.Add(1)
+			}
+		}
+	}
+	a.unlockRegions(s, n)
+	return mismatches, n, err
 }

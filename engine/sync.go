@@ -1,0 +1,148 @@
+package engine
+
+import (
+	"context"
+
+	"mdtool/superblock"
+)
+
+// syncBitmap is the part of the bitmap runtime a resync uses
+// (md_bitmap_start_sync / end_sync / close_sync).
+type syncBitmap interface {
+	StartSync(sector uint64, degraded bool) (needed bool, sectors uint64)
+	EndSync(sector uint64, aborted bool) (sectors uint64)
+	CloseSync()
+}
+
+// NeedsResync reports whether the array was not stopped cleanly and has a
+// resync pending (md's recovery_cp below MaxSector), and from where (sync
+// space sectors: component sectors for raid1/4/5/6, array sectors for
+// raid10).
+func (a *Array) NeedsResync() (bool, uint64) {
+	a.meta.mu.Lock()
+	defer a.meta.mu.Unlock()
+	return a.meta.recoveryCP != superblock.MaxSector, a.meta.recoveryCP
+}
+
+// syncSize is the size of the sync space in sectors and the unit a resync
+// step covers.
+func (a *Array) syncSize() (total, unit uint64) {
+	if a.striped != nil {
+		return a.striped.DevSectors(0), a.striped.ChunkSectors()
+	}
+	return a.geo.ArraySectors(), 128
+}
+
+// Resync brings an array that was not stopped cleanly back in sync, like
+// md's resync: from the superblocks' resync_offset on, and with a
+// write-intent bitmap only in the chunks it marks, parity is recomputed
+// (raid4/5/6) or the first copy is written over the others (raid1/10).
+// Each stripe or region is locked while it is synced, so user I/O goes on
+// and waits only for the stripe being synced. Progress is checkpointed in
+// the superblocks' resync_offset every 1/16 of the array (when the array
+// is clean at that moment); at the end resync_offset becomes MaxSector.
+// A cancelled resync leaves the checkpoint where it stopped.
+func (a *Array) Resync(ctx context.Context) error {
+	if err := a.enter(); err != nil {
+		return err
+	}
+	defer a.leave()
+	if a.opts.ReadOnly {
+		return ErrReadOnly
+	}
+	if !a.redundant() {
+		return nil
+	}
+	need, start := a.NeedsResync()
+	if !need {
+		return nil
+	}
+	if a.degraded() > 0 {
+		return ErrDegradedCheck
+	}
+	total, _ := a.syncSize()
+	bm, hasBM := a.bm.(syncBitmap)
+	step := total/16 + 1
+	nextCP := start + step
+	for s := start; s < total; {
+		span := total - s
+		needed := true
+		if hasBM {
+			var ns uint64
+			needed, ns = bm.StartSync(s, false)
+			span = min(ns, span)
+		}
+		end := s + span
+		var err error
+		p := s
+		for needed && p < end {
+			if err = ctx.Err(); err != nil {
+				break
+			}
+			var n uint64
+			n, err = a.syncUnit(p, end-p)
+			if err != nil {
+				break
+			}
+			p += n
+		}
+		if hasBM && needed {
+			bm.EndSync(s, err != nil)
+		}
+		if err != nil {
+			a.checkpoint(p - p%a.syncAlign())
+			return err
+		}
+		s = end
+		if s >= nextCP && s < total {
+			a.checkpoint(s)
+			nextCP = s + step
+		}
+	}
+	if hasBM {
+		bm.CloseSync()
+	}
+	a.meta.mu.Lock()
+	defer a.meta.mu.Unlock()
+	a.meta.recoveryCP = superblock.MaxSector
+	if a.meta.inSync {
+		return a.updateSuperLocked(true)
+	}
+	return nil
+}
+
+func (a *Array) syncAlign() uint64 {
+	if a.striped != nil {
+		return a.striped.ChunkSectors()
+	}
+	return 1
+}
+
+// syncUnit resyncs the unit at sync sector s (at most max sectors) and
+// returns how many sectors it covered.
+func (a *Array) syncUnit(s, max uint64) (uint64, error) {
+	if a.striped != nil {
+		c := a.striped.ChunkSectors()
+		_, err := a.syncStripe(s/c, true)
+		return min(c-s%c, max), err
+	}
+	_, n, err := a.syncMirror(s, max, true)
+	return n, err
+}
+
+// checkpoint records resync progress (curr_resync_completed) in the
+// superblocks when the array is clean; an active array records it at its
+// next clean transition.
+func (a *Array) checkpoint(s uint64) {
+	a.meta.mu.Lock()
+	defer a.meta.mu.Unlock()
+	if s <= a.meta.recoveryCP {
+		return
+	}
+	a.meta.recoveryCP = s
+	if a.meta.inSync {
+		if err := a.updateSuperLocked(false); err != nil {
+			a.opts.Logf("md: superblock update: %v", err)
+		}
+	}
+}
