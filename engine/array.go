@@ -30,10 +30,9 @@ const (
 
 // Options tune Open.
 type Options struct {
-	// Minor is the superblock minor version to look for (0, 1, 2), or -1
-	// to try all as mdadm does. The zero value means 2 is NOT assumed:
-	// use -1 or set it explicitly.
-	Minor int
+	// Metadata is the superblock version to look for: "1.0", "1.1" or
+	// "1.2"; "" tries all three and keeps the latest ctime, as mdadm does.
+	Metadata string
 	// ReadOnly refuses writes and never touches the metadata.
 	ReadOnly bool
 	// Force starts a dirty degraded raid4/5/6, which md refuses unless
@@ -58,10 +57,10 @@ type Options struct {
 	Logf func(format string, args ...any)
 }
 
-// DefaultOptions returns the options of a normal open: any minor version,
+// DefaultOptions returns the options of a normal open: any 1.x metadata,
 // read-write, 1 MiB requests, 200 ms safe mode delay.
 func DefaultOptions() Options {
-	return Options{Minor: -1}
+	return Options{}
 }
 
 // member is one device of the array.
@@ -155,7 +154,19 @@ func Open(devs []Device, opts Options) (*Array, error) {
 	if opts.Logf == nil {
 		opts.Logf = func(string, ...any) {}
 	}
-	as, err := assemble(devs, opts.Minor)
+	minor := -1
+	switch opts.Metadata {
+	case "":
+	case "1.0":
+		minor = 0
+	case "1.1":
+		minor = 1
+	case "1.2":
+		minor = 2
+	default:
+		return nil, fmt.Errorf("%w: metadata %q (only 1.0, 1.1, 1.2)", ErrUnsupported, opts.Metadata)
+	}
+	as, err := assemble(devs, minor)
 	if err != nil {
 		return nil, err
 	}

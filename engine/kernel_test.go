@@ -3,6 +3,7 @@ package engine
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"crypto/md5"
 	"encoding/hex"
 	"fmt"
@@ -25,6 +26,9 @@ type kspec struct {
 	// these members left out; the kernel must then assemble the array
 	// degraded and read what the engine wrote.
 	degradedWrite []int
+	// crash: the engine "crashes" after its writes (the array is never
+	// closed), opens the array again, resyncs it and closes it.
+	crash bool
 }
 
 func kernelSpecs() []kspec {
@@ -52,6 +56,9 @@ func kernelSpecs() []kspec {
 		kspec{spec: spec{level: "raid6", layout: "ddf-N-continue", n: 5, chunkKiB: 64, devMiB: []int{4}}, degradedWrite: []int{2}},
 		kspec{spec: spec{level: "raid10", layout: "n2", n: 4, chunkKiB: 64, devMiB: []int{4}}, degradedWrite: []int{1}},
 		kspec{spec: spec{level: "raid1", n: 3, bitmap: true, devMiB: []int{4}}, degradedWrite: []int{0}},
+		kspec{spec: spec{level: "raid5", layout: "left-symmetric", n: 4, chunkKiB: 64, bitmap: true, devMiB: []int{4}}, crash: true},
+		kspec{spec: spec{level: "raid6", layout: "right-symmetric", n: 5, chunkKiB: 64, devMiB: []int{4}}, crash: true},
+		kspec{spec: spec{level: "raid10", layout: "o2", n: 3, chunkKiB: 64, devMiB: []int{4}}, crash: true},
 	)
 	return out
 }
@@ -266,12 +273,29 @@ func TestKernelInterop(t *testing.T) {
 				a.Close()
 			}
 			// (a) write through the engine
-			a, err = Open(members(i), DefaultOptions())
+			wo := DefaultOptions()
+			if s.crash {
+				wo.NoDaemon = true
+			}
+			a, err = Open(members(i), wo)
 			if err != nil {
 				t.Fatal(err)
 			}
 			m := &model{b: append([]byte(nil), exp...)}
 			workload(t, a, m, uint64(i), 40)
+			if s.crash {
+				// never closed: reopen dirty, resync, close
+				a, err = Open(members(i), DefaultOptions())
+				if err != nil {
+					t.Fatal(err)
+				}
+				if need, _ := a.NeedsResync(); !need {
+					t.Errorf("crashed array does not need a resync")
+				}
+				if err := a.Resync(context.Background()); err != nil {
+					t.Fatalf("resync: %v", err)
+				}
+			}
 			if err := a.Close(); err != nil {
 				t.Fatalf("close: %v", err)
 			}
