@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -15,14 +16,15 @@ import (
 
 // BenchmarkFioVsNbdkit serves an in-memory Backend and runs fio 4 KiB random
 // and 1 MiB sequential jobs through it and through `nbdkit memory` in the
-// same run, reporting IOPS and MB/s of both and their ratio. Each iteration
-// is one full comparison; FIOBENCH_RUNTIME sets the fio runtime per job
-// (default 5s).
+// same run, reporting IOPS and MB/s of both and their ratio (medians of
+// FIOBENCH_ROUNDS alternating rounds, default 3). Each iteration is one
+// full comparison; FIOBENCH_RUNTIME sets the fio runtime per job (default
+// 3s).
 func BenchmarkFioVsNbdkit(b *testing.B) {
 	for _, bin := range []string{"fio", "nbdkit"} {
 		nbd.RequireBin(b, bin)
 	}
-	runtime := 5 * time.Second
+	runtime := 3 * time.Second
 	if v := os.Getenv("FIOBENCH_RUNTIME"); v != "" {
 		d, err := time.ParseDuration(v)
 		if err != nil {
@@ -30,19 +32,27 @@ func BenchmarkFioVsNbdkit(b *testing.B) {
 		}
 		runtime = d
 	}
+	rounds := 3
+	if v := os.Getenv("FIOBENCH_ROUNDS"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			b.Fatal(err)
+		}
+		rounds = n
+	}
 	mem, err := export.NewMem(1<<30, 512, 4096, 1<<20)
 	if err != nil {
 		b.Fatal(err)
 	}
 	var res []fiobench.Comparison
 	for i := 0; i < b.N; i++ {
-		res, err = fiobench.Compare(context.Background(), mem, nbd.Config{}, fiobench.DefaultJobs(1<<30, runtime))
+		res, err = fiobench.Compare(context.Background(), mem, nbd.Config{}, fiobench.DefaultJobs(1<<30, runtime), rounds)
 		if err != nil {
 			b.Fatal(err)
 		}
 	}
 	var tab strings.Builder
-	fmt.Fprintf(&tab, "%-14s %12s %12s %10s %10s %6s\n", "job", "ours IOPS", "nbdkit IOPS", "ours MB/s", "nbdkit MB/s", "ratio")
+	fmt.Fprintf(&tab, "%-14s %11s %11s %9s %11s %6s %13s %13s\n", "job", "ours IOPS", "nbdkit IOPS", "ours MB/s", "nbdkit MB/s", "ratio", "ours CPU/IO", "nbdkit CPU/IO")
 	for _, c := range res {
 		n := c.Job.Name
 		b.ReportMetric(c.Ours.IOPS(), n+"-IOPS")
@@ -50,7 +60,10 @@ func BenchmarkFioVsNbdkit(b *testing.B) {
 		b.ReportMetric(c.Ours.MBps(), n+"-MB/s")
 		b.ReportMetric(c.Nbdkit.MBps(), n+"-nbdkit-MB/s")
 		b.ReportMetric(c.Ratio(), n+"-ratio")
-		fmt.Fprintf(&tab, "%-14s %12.0f %12.0f %10.1f %10.1f %6.2f\n", n, c.Ours.IOPS(), c.Nbdkit.IOPS(), c.Ours.MBps(), c.Nbdkit.MBps(), c.Ratio())
+		b.ReportMetric(float64(c.Ours.CPUPerIO().Nanoseconds())/1e3, n+"-cpu-us/io")
+		b.ReportMetric(float64(c.Nbdkit.CPUPerIO().Nanoseconds())/1e3, n+"-nbdkit-cpu-us/io")
+		fmt.Fprintf(&tab, "%-14s %11.0f %11.0f %9.1f %11.1f %6.2f %13v %13v\n", n, c.Ours.IOPS(), c.Nbdkit.IOPS(),
+			c.Ours.MBps(), c.Nbdkit.MBps(), c.Ratio(), c.Ours.CPUPerIO(), c.Nbdkit.CPUPerIO())
 	}
 	b.Log("\n" + tab.String())
 }

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"runtime"
 	"sync"
 	"syscall"
 	"time"
@@ -337,6 +338,7 @@ func (t *transmission) writer(done chan<- struct{}) {
 	defer close(done)
 	for r := range t.replies {
 		t.encode(r)
+		yielded := false
 	drain:
 		for {
 			select {
@@ -346,7 +348,13 @@ func (t *transmission) writer(done chan<- struct{}) {
 				}
 				t.encode(r)
 			default:
-				break drain
+				// Let workers that are about to finish add their replies
+				// to this write before paying for a system call.
+				if yielded {
+					break drain
+				}
+				yielded = true
+				runtime.Gosched()
 			}
 		}
 		t.flush()

@@ -6,6 +6,7 @@ package fiobench
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -14,7 +15,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"mdtool/engine/export"
@@ -38,11 +41,25 @@ type Result struct {
 	ReadIOPS, WriteIOPS   float64
 	ReadMBps, WriteMBps   float64 // 10^6 bytes per second
 	ReadBytes, WriteBytes int64
-	Errors                int // sum of the jobs' error fields
+	IOs                   int64 // completed requests, read + write
+
+	// ServerCPU is the CPU time (user + system) the NBD server process
+	// spent during the run, when Compare measured it: unlike throughput it
+	// hardly depends on what else runs on the machine.
+	ServerCPU time.Duration
+	Errors    int // sum of the jobs' error fields
 }
 
 // IOPS is read + write IOPS.
 func (r Result) IOPS() float64 { return r.ReadIOPS + r.WriteIOPS }
+
+// CPUPerIO is ServerCPU per completed request.
+func (r Result) CPUPerIO() time.Duration {
+	if r.IOs == 0 {
+		return 0
+	}
+	return r.ServerCPU / time.Duration(r.IOs)
+}
 
 // MBps is read + write MB/s.
 func (r Result) MBps() float64 { return r.ReadMBps + r.WriteMBps }
@@ -96,9 +113,10 @@ type fioJSON struct {
 }
 
 type fioDir struct {
-	IOBytes int64   `json:"io_bytes"`
-	IOPS    float64 `json:"iops"`
-	BWBytes float64 `json:"bw_bytes"`
+	IOBytes  int64   `json:"io_bytes"`
+	TotalIOs int64   `json:"total_ios"`
+	IOPS     float64 `json:"iops"`
+	BWBytes  float64 `json:"bw_bytes"`
 }
 
 // parse reads fio's JSON output, which may be preceded by plain text lines
@@ -124,6 +142,7 @@ func parse(b []byte) (Result, error) {
 		r.WriteMBps += j.Write.BWBytes / 1e6
 		r.ReadBytes += j.Read.IOBytes
 		r.WriteBytes += j.Write.IOBytes
+		r.IOs += j.Read.TotalIOs + j.Write.TotalIOs
 	}
 	return r, nil
 }
@@ -157,9 +176,11 @@ func DefaultJobs(size int64, runtime time.Duration) []Job {
 
 // Compare serves be with package nbd (configured by cfg; its Exports are
 // replaced) on a unix socket, starts `nbdkit memory` of the same size on
-// another, and runs every job against both, alternating. fio, nbdkit and
-// its memory plugin must be installed.
-func Compare(ctx context.Context, be export.Backend, cfg nbd.Config, jobs []Job) ([]Comparison, error) {
+// another, and runs every job against both, alternating, rounds times
+// (at least once); each side's result is its median round by IOPS, which
+// damps the noise of a shared machine. fio, nbdkit and its memory plugin
+// must be installed.
+func Compare(ctx context.Context, be export.Backend, cfg nbd.Config, jobs []Job, rounds int) ([]Comparison, error) {
 	dir, err := os.MkdirTemp("", "fiobench")
 	if err != nil {
 		return nil, err
@@ -190,19 +211,62 @@ func Compare(ctx context.Context, be export.Backend, cfg nbd.Config, jobs []Job)
 	if err := waitSocket(ctx, theirs, 10*time.Second); err != nil {
 		return nil, fmt.Errorf("nbdkit did not start: %w: %s", err, kitErr.String())
 	}
-	var res []Comparison
-	for _, j := range jobs {
-		c := Comparison{Job: j}
-		var out string
-		if c.Ours, out, err = Run(ctx, "nbd+unix:///?socket="+ours, j); err != nil {
-			return res, fmt.Errorf("%w\n%s", err, out)
+	rounds = max(rounds, 1)
+	oursRes := make([][]Result, len(jobs))
+	kitRes := make([][]Result, len(jobs))
+	for r := 0; r < rounds; r++ {
+		for i, j := range jobs {
+			cpu0 := processCPU(os.Getpid())
+			o, out, err := Run(ctx, "nbd+unix:///?socket="+ours, j)
+			if err != nil {
+				return nil, fmt.Errorf("%w\n%s", err, out)
+			}
+			o.ServerCPU = processCPU(os.Getpid()) - cpu0
+			cpu0 = processCPU(kit.Process.Pid)
+			k, out, err := Run(ctx, "nbd+unix:///?socket="+theirs, j)
+			if err != nil {
+				return nil, fmt.Errorf("nbdkit: %w\n%s", err, out)
+			}
+			k.ServerCPU = processCPU(kit.Process.Pid) - cpu0
+			oursRes[i] = append(oursRes[i], o)
+			kitRes[i] = append(kitRes[i], k)
 		}
-		if c.Nbdkit, out, err = Run(ctx, "nbd+unix:///?socket="+theirs, j); err != nil {
-			return res, fmt.Errorf("nbdkit: %w\n%s", err, out)
-		}
-		res = append(res, c)
+	}
+	res := make([]Comparison, len(jobs))
+	for i, j := range jobs {
+		res[i] = Comparison{Job: j, Ours: median(oursRes[i]), Nbdkit: median(kitRes[i])}
 	}
 	return res, nil
+}
+
+// median returns the result with the median IOPS.
+func median(rs []Result) Result {
+	rs = slices.Clone(rs)
+	slices.SortFunc(rs, func(a, b Result) int { return cmp.Compare(a.IOPS(), b.IOPS()) })
+	return rs[len(rs)/2]
+}
+
+// processCPU returns the user + system CPU time of process pid from
+// /proc/pid/stat (0 if unreadable). The kernel counts in clock ticks of
+// 10 ms (USER_HZ 100 on Linux).
+func processCPU(pid int) time.Duration {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	// Fields after the command name, which is in parentheses and may
+	// contain spaces: state is field 3, utime 14, stime 15.
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return 0
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 13 {
+		return 0
+	}
+	ut, _ := strconv.ParseInt(f[11], 10, 64)
+	st, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(ut+st) * 10 * time.Millisecond
 }
 
 func waitSocket(ctx context.Context, path string, timeout time.Duration) error {
