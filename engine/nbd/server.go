@@ -8,6 +8,22 @@
 // and WRITE_ZEROES (with NO_HOLE), FUA on every command. Every export
 // advertises CAN_MULTI_CONN: Backend.Flush is global.
 //
+// Requests are validated before they reach the Backend, with the errors
+// the spec recommends: EINVAL for unknown commands, flags not valid for the
+// command (NBD_CMD_FLAG_DF and FAST_ZERO are not advertised), reads and
+// trims beyond the end, offsets or lengths not aligned to the minimum block
+// size (whether or not the client asked for block sizes) and READ or WRITE
+// payloads over the maximum (the advertised one if the client asked for
+// NBD_INFO_BLOCK_SIZE in NBD_OPT_GO, else 32 MiB); ENOSPC for writes and
+// zeroing beyond the end; EPERM for writes to read-only exports. The
+// payload of a refused WRITE is read and dropped, up to 32 MiB; beyond
+// that the server answers and then disconnects. Backend errors map to EIO,
+// or to EPERM, ENOSPC, EINVAL, ENOMEM, ESHUTDOWN for the matching errnos.
+// With structured replies a failed read sends the data read before the
+// failure and an NBD_REPLY_TYPE_ERROR_OFFSET chunk; invalid requests get an
+// NBD_REPLY_TYPE_ERROR chunk with a message. No error ends a connection,
+// except a bad request magic (the stream cannot be resynchronised).
+//
 // Each connection has one reader goroutine that parses and validates
 // requests, a bounded pool of workers that call the Backend, and one writer
 // that sends replies in completion order, batching small replies into one
@@ -317,9 +333,11 @@ func (s *Server) isClosed() bool {
 }
 
 // Close stops the listeners, ends negotiations in progress, stops reading
-// new requests, waits until every request already received has been
-// executed and replied to, closes the connections, and flushes every
-// Backend. It returns the flush errors.
+// new requests (a WRITE whose payload has not fully arrived is dropped
+// unanswered), waits until every request already received has been
+// executed and replied to (giving each client 30 s to take its replies),
+// closes the connections, and flushes every Backend. It returns the flush
+// errors. A Backend call that never returns blocks Close.
 func (s *Server) Close() error {
 	s.closeOnce.Do(func() {
 		s.mu.Lock()
