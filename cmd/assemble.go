@@ -205,8 +205,9 @@ type assembler struct {
 	used map[string]bool
 	// open daemons started by this process, for the "already active"
 	// check of later jobs.
-	started []*startedArray
-	reg     *metrics.Registry
+	started     []*startedArray
+	reg         *metrics.Registry
+	metricsAddr string // the address metrics are served on
 }
 
 type startedArray struct {
@@ -312,6 +313,7 @@ func runAssemble(env *Env, o *assembleOptions, args []string, homehostFlag strin
 			return exitf(1, "cannot serve metrics on %s: %v", o.srv.metrics, err)
 		}
 		defer metricsSrv.Close()
+		as.metricsAddr = metricsSrv.Addr()
 	}
 
 	for _, j := range jobs {
@@ -1309,8 +1311,9 @@ func (as *assembler) start(j assembleJob, mddev, name string, devs []*asmDev, or
 			as.errf("added %s to %s as %d\n", d.path, mddev, d.raidDisk)
 		}
 	}
+	// The engine finds the same superblock the selection did: it tries
+	// 1.0, 1.1 and 1.2 and keeps the latest ctime, as mdadm does.
 	opts := engine.DefaultOptions()
-	opts.Minor = devs[order[0]].minor
 	opts.ReadOnly = as.o.readonly
 	opts.Force = as.o.force
 	opts.SafeModeDelay = as.o.srv.safeModeDelay
@@ -1328,9 +1331,9 @@ func (as *assembler) start(j assembleJob, mddev, name string, devs []*asmDev, or
 		ma = metrics.NewArray(as.reg, name)
 	}
 	cfg := daemon.Config{Name: name, Device: mddev, RunDir: as.o.srv.runDir, Lock: lock, Array: arr,
-		Members: specs, SuperMinor: opts.Minor, ReadOnly: as.o.readonly,
+		Members: specs, SuperMinor: devs[order[0]].minor, ReadOnly: as.o.readonly,
 		NBDSocket: as.o.srv.nbdSocket, NBDListen: as.o.srv.nbdListen, FUSEDir: as.o.srv.fuse,
-		Metrics: ma, MetricsAddr: as.o.srv.metrics,
+		Metrics: ma, MetricsAddr: as.metricsAddr,
 		Logf: func(format string, a ...any) { log.Printf(mddev+": "+format, a...) }}
 	if as.o.srv.tlsCert != "" || as.o.srv.tlsKey != "" {
 		cfg.TLS, err = daemon.LoadTLS(as.o.srv.tlsCert, as.o.srv.tlsKey, as.o.srv.tlsCA)

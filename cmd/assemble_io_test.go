@@ -11,8 +11,10 @@ import (
 	"encoding/json"
 	"encoding/pem"
 	"fmt"
+	"io"
 	"math/big"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -430,4 +432,89 @@ func waitGone(t *testing.T, pid int) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	t.Fatalf("process %d did not exit", pid)
+}
+
+// TestMetrics serves Prometheus metrics and checks that requests through
+// NBD are counted and the array state is exported.
+func TestMetrics(t *testing.T) {
+	dir := t.TempDir()
+	runDir := filepath.Join(dir, "run")
+	devs := mkArray(t, dir, "/dev/md/met", 2, 32<<20, "-l1", "-n2", "--assume-clean")
+	s := serve(t, runDir, "/dev/md/met", append([]string{"--metrics", "127.0.0.1:0"}, devs...)...)
+	st, err := queryStatus(runDir, "met")
+	if err != nil || st.Metrics == "" || strings.HasSuffix(st.Metrics, ":0") {
+		t.Fatalf("status metrics address %q: %v", st.Metrics, err)
+	}
+	nbdWrite(t, s.nbdURI(), 1<<20)
+	time.Sleep(1500 * time.Millisecond) // the gauges are updated every second
+	resp, err := http.Get("http://" + st.Metrics + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	text := string(body)
+	for _, re := range []string{
+		`(?m)^mdtool_io_requests_total\{array="met",op="write"\} [1-9]`,
+		`(?m)^mdtool_io_bytes_total\{array="met",op="write"\} [1-9]`,
+		`(?m)^mdtool_array_state\{array="met",state="clean"\} 1$`,
+		`(?m)^mdtool_array_raid_disks\{array="met"\} 2$`,
+		`(?m)^mdtool_array_degraded_members\{array="met"\} 0$`,
+	} {
+		if !regexp.MustCompile(re).MatchString(text) {
+			t.Errorf("metrics lack %s", re)
+		}
+	}
+	if t.Failed() {
+		t.Logf("metrics:\n%s", text)
+	}
+	s.stop()
+}
+
+// TestSystemdNotify runs `mdtool assemble --foreground --scan /dev/md/NAME`
+// as mdtool@.service does, with $NOTIFY_SOCKET: the process reports
+// READY=1 once the array serves and STOPPING=1 on SIGTERM, then exits 0.
+func TestSystemdNotify(t *testing.T) {
+	bin := mdtoolBinary(t)
+	dir := t.TempDir()
+	runDir := filepath.Join(dir, "run")
+	devs := mkArray(t, dir, "/dev/md/unit", 2, 32<<20, "-l1", "-n2", "--assume-clean")
+	conf := filepath.Join(dir, "mdadm.conf")
+	os.WriteFile(conf, []byte("DEVICE "+filepath.Join(dir, "unit-*.img")+"\nARRAY /dev/md/unit name=testhost:unit\n"), 0o600)
+	sock := filepath.Join(dir, "notify")
+	nc, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: sock, Net: "unixgram"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	cmd := exec.Command(bin, "assemble", "--foreground", "--scan", "--config", conf, "/dev/md/unit")
+	cmd.Env = append(os.Environ(), "NOTIFY_SOCKET="+sock, "MDTOOL_RUN_DIR="+runDir, "MDTOOL_CONFIG=/dev/null")
+	var stderr lockedBuffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	buf := make([]byte, 512)
+	nc.SetReadDeadline(time.Now().Add(60 * time.Second))
+	n, _, err := nc.ReadFromUnix(buf)
+	if err != nil || !strings.HasPrefix(string(buf[:n]), "READY=1\nMAINPID="+strconv.Itoa(cmd.Process.Pid)) {
+		t.Fatalf("notification %q %v; stderr:\n%s", buf[:n], err, stderr.String())
+	}
+	// Ready means serving.
+	if _, err := queryStatus(runDir, "unit"); err != nil {
+		t.Errorf("READY=1 before the control socket answers: %v", err)
+	}
+	_ = devs
+	cmd.Process.Signal(syscall.SIGTERM)
+	n, _, err = nc.ReadFromUnix(buf)
+	if err != nil || string(buf[:n]) != "STOPPING=1" {
+		t.Errorf("notification %q %v", buf[:n], err)
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Errorf("exit: %v; stderr:\n%s", err, stderr.String())
+	}
+	if !strings.Contains(stderr.String(), "/dev/md/unit has been started with 2 drives.") {
+		t.Errorf("stderr:\n%s", stderr.String())
+	}
 }

@@ -159,7 +159,8 @@ func tryServe(t *testing.T, runDir, md string, args ...string) (*served, int) {
 		if cl, err := daemon.Dial(runDir, s.name); err == nil {
 			_, err := cl.Call(context.Background(), daemon.Request{Op: daemon.OpPing})
 			cl.Close()
-			if err == nil {
+			// The control socket answers just before assemble says so.
+			if err == nil && strings.Contains(errb.String(), " has been started with ") {
 				t.Cleanup(func() { s.stopIfRunning() })
 				return s, 0
 			}
