@@ -137,6 +137,7 @@ type Array struct {
 	isClosed bool
 	uuid     [16]byte
 	failed   atomic.Bool
+	failMu   sync.Mutex // serialises failure decisions
 }
 
 // Open assembles the array whose members are devs (in any order; spares
@@ -766,15 +767,25 @@ func (a *Array) Fail(role int) error {
 	return nil
 }
 
-// failMember marks m faulty and records it in the other superblocks. md
-// refuses to fail the last working copy of raid1/raid10 data; then the
-// error goes to the caller instead.
+// failMember marks m faulty and records it in the other superblocks
+// before returning (md blocks the failing request until the superblocks
+// say so). md refuses to fail the last working copy of raid1/raid10 data:
+// then m stays in sync and the caller gets the error instead. It returns
+// false when the array can no longer serve I/O.
 func (a *Array) failMember(m *member, cause error) bool {
-	a.meta.mu.Lock()
-	defer a.meta.mu.Unlock()
+	a.markFaulty(m, cause)
+	a.recordFailures()
+	return !a.failed.Load()
+}
+
+// markFaulty is md_error: it decides, in memory only, that m failed. It
+// reports whether m is faulty now.
+func (a *Array) markFaulty(m *member, cause error) bool {
+	a.failMu.Lock()
+	defer a.failMu.Unlock()
 	st := m.State()
 	if st == Faulty {
-		return !a.failed.Load()
+		return true
 	}
 	if !a.redundant() {
 		a.failed.Store(true)
@@ -783,12 +794,12 @@ func (a *Array) failMember(m *member, cause error) bool {
 	}
 	if st == InSync && (a.level == layout.RAID1 || a.level == layout.RAID10) {
 		m.state.Store(uint32(Faulty))
-		if a.checkRedundancy() != nil {
-			m.state.Store(uint32(st))
-			a.opts.Logf("md: %v: not failing member %d, it holds the last copy: %v", a.level, m.index, cause)
-			return true
-		}
+		ok := a.checkRedundancy() == nil
 		m.state.Store(uint32(st))
+		if !ok {
+			a.opts.Logf("md/%v: not failing device %d, it holds the last copy of some data: %v", a.level, m.index, cause)
+			return false
+		}
 	}
 	m.state.Store(uint32(Faulty))
 	a.opts.Logf("md/%v: Disk failure on device %d (role %d), disabling device. Operation continuing on %d devices.",
@@ -796,13 +807,25 @@ func (a *Array) failMember(m *member, cause error) bool {
 	if a.checkRedundancy() != nil {
 		a.failed.Store(true)
 	}
-	if !a.opts.ReadOnly {
-		a.meta.changeDevs = true
-		if err := a.updateSuperLocked(true); err != nil {
-			a.opts.Logf("md: superblock update after failure: %v", err)
-		}
+	a.meta.devsDirty.Store(true)
+	return true
+}
+
+// recordFailures writes the superblocks when members failed since they
+// were last written (MD_SB_CHANGE_DEVS).
+func (a *Array) recordFailures() {
+	if a.opts.ReadOnly || !a.meta.devsDirty.Load() {
+		return
 	}
-	return !a.failed.Load()
+	a.meta.mu.Lock()
+	defer a.meta.mu.Unlock()
+	if !a.meta.devsDirty.Load() {
+		return
+	}
+	a.meta.changeDevs = true
+	if err := a.updateSuperLocked(true); err != nil {
+		a.opts.Logf("md: superblock update after failure: %v", err)
+	}
 }
 
 // openBitmap reads the bitmap of the freshest in-sync member and starts the

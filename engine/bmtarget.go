@@ -26,7 +26,13 @@ func (t bitmapTarget) WriteBitmap(index int, off int64, p []byte) error {
 	}
 	start := (int64(m.ls.offset) + int64(m.ls.sb.BitmapOffset)) * 512
 	if err := writeDurable(m.dev, p, start+off); err != nil {
-		a.failMember(m, err)
+		// md_error from the bitmap's write path: the member leaves
+		// Members() at once, so the runtime retries without it; the
+		// superblocks are written as soon as the superblock lock is free
+		// (this may run under it, from SetEvents).
+		if a.markFaulty(m, err) {
+			go a.recordFailures()
+		}
 		return err
 	}
 	return nil

@@ -242,13 +242,30 @@ func (mp *mappedPers) write(p []byte, sector uint64, full, fua bool) error {
 			a.stats.writeErrors.add(uint64(op.off), 1)
 			degraded = true
 			failedCopies++
-			if !redundant || !a.failMember(op.m, op.err) {
+			if !redundant {
 				err = op.err
+			} else {
+				a.markFaulty(op.m, op.err)
 			}
 		}
 	}
-	if failedCopies > 0 && err == nil && a.failed.Load() {
-		err = ErrFailed
+	if failedCopies > 0 && redundant {
+		// The failures are in the superblocks before the write completes.
+		a.recordFailures()
+		// Every run needs one copy written (ops of a run share its tag).
+		for i := 0; i < len(ol.ops) && err == nil; {
+			j, ok := i, false
+			for ; j < len(ol.ops) && ol.ops[j].tag == ol.ops[i].tag; j++ {
+				ok = ok || ol.ops[j].err == nil
+			}
+			if !ok {
+				err = ol.ops[i].err
+			}
+			i = j
+		}
+		if err == nil && a.failed.Load() {
+			err = ErrFailed
+		}
 	}
 	putOps(ol)
 	locsPool.Put(lp)

@@ -69,7 +69,8 @@ type metaState struct {
 	inSync      bool
 	recoveryCP  uint64 // resync_offset to record when clean
 	canDecrease bool
-	changeDevs  bool // MD_SB_CHANGE_DEVS
+	changeDevs  bool        // MD_SB_CHANGE_DEVS
+	devsDirty   atomic.Bool // a member failed since the superblocks were written
 }
 
 // writeStart is md_write_start: count the write, and when the array is
@@ -191,7 +192,7 @@ func (a *Array) updateSuperLocked(force bool) error {
 	if a.opts.ReadOnly {
 		return nil
 	}
-	if a.meta.changeDevs {
+	if a.meta.changeDevs || a.meta.devsDirty.Swap(false) {
 		force = true
 		a.meta.changeDevs = false
 	}

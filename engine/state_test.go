@@ -272,3 +272,75 @@ func TestReadErrorRepair(t *testing.T) {
 		})
 	}
 }
+
+// TestLastCopyWriteError: md never fails the last copy of raid1 data; a
+// write that reaches no copy is an error for the caller.
+func TestLastCopyWriteError(t *testing.T) {
+	mems := create(t, spec{level: "raid1", n: 2})
+	devs := devices(mems)
+	f0, f1 := NewFaultDevice(devs[0], 1), NewFaultDevice(devs[1], 2)
+	devs[0], devs[1] = f0, f1
+	a, err := Open(devs, testOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	p := make([]byte, 4096)
+	f0.AddRule(FaultRule{Ops: OpWrite, Off: 2 << 20, Len: 1 << 20})
+	if _, err := a.WriteAt(p, 1<<20); err != nil {
+		t.Fatalf("write with one copy failing: %v", err)
+	}
+	if a.Members()[0].State != Faulty {
+		t.Fatalf("member 0 is %v", a.Members()[0].State)
+	}
+	f1.AddRule(FaultRule{Ops: OpWrite, Off: 2 << 20, Len: 1 << 20})
+	if _, err := a.WriteAt(p, 1<<20); err == nil {
+		t.Fatal("write that reached no copy succeeded")
+	}
+	if a.Members()[1].State != InSync {
+		t.Errorf("last member is %v, md keeps it in sync", a.Members()[1].State)
+	}
+}
+
+// TestBitmapWriteError: a member whose bitmap writes fail becomes faulty
+// (md_error from the bitmap path) and the data write goes on degraded, also
+// when the failure happens while the superblocks are being written.
+func TestBitmapWriteError(t *testing.T) {
+	s := spec{level: "raid5", n: 4, chunkKiB: 64, bitmap: true, devMiB: []int{64}}
+	mems := create(t, s)
+	devs := devices(mems)
+	fd := NewFaultDevice(devs[2], 3)
+	devs[2] = fd
+	clk := &fakeClock{t: time.Unix(1700000100, 0)}
+	o := testOptions()
+	o.Clock = clk.Now
+	a, err := Open(devs, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 3; i++ {
+		clk.Add(6 * time.Second)
+		a.Tick()
+	}
+	// fail every write to the metadata area of member 2
+	fd.AddRule(FaultRule{Ops: OpWrite, Off: 0, Len: 1 << 20})
+	m := newModel(a.Size())
+	p := make([]byte, 64<<10)
+	fillPattern(newRand(5), p)
+	mustWrite(t, a, m, p, 0)
+	deadline := time.Now().Add(5 * time.Second)
+	for a.Members()[2].State != Faulty && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if st := a.Members()[2].State; st != Faulty {
+		t.Fatalf("member 2 is %v", st)
+	}
+	checkContent(t, a, m)
+	if err := a.Close(); err != nil {
+		t.Fatal(err)
+	}
+	sb := readSB(t, mems[0])
+	if r := sb.DevRoles[readSB(t, mems[2]).DevNumber]; r != superblock.RoleFaulty {
+		t.Errorf("role of member 2 in member 0's superblock: %#x", r)
+	}
+}
