@@ -86,7 +86,14 @@ func Args(uri string, j Job) []string {
 // combined output; err is set when fio fails (non-zero exit status, e.g.
 // on a verify error) or its output cannot be parsed.
 func Run(ctx context.Context, uri string, j Job) (Result, string, error) {
+	// fio leaves files (verify state) in its working directory.
+	dir, err := os.MkdirTemp("", "fio")
+	if err != nil {
+		return Result{}, "", err
+	}
+	defer os.RemoveAll(dir)
 	cmd := exec.CommandContext(ctx, "fio", Args(uri, j)...)
+	cmd.Dir = dir
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	runErr := cmd.Run()
