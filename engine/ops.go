@@ -102,7 +102,7 @@ func (a *Array) run(ops []memOp) {
 	fo.wg.Add(len(ops) - 1)
 	for i := 1; i < len(ops); i++ {
 		ops[i].a, ops[i].done = a, &fo.wg
-		executor.submit(&ops[i])
+		executors[uint64(ops[i].off>>16+int64(i))%execShards].submit(&ops[i])
 	}
 	a.exec(&ops[0])
 	fo.wg.Wait()
@@ -116,12 +116,22 @@ var fanoutPool = sync.Pool{New: func() any { return new(fanout) }}
 // execPool runs member ops on worker goroutines that outlive requests, so
 // that fanning a request out to its members allocates nothing. A worker
 // is started whenever none is idle (so there is never a queue and never a
-// deadlock); idle workers exit after a while.
+// deadlock); idle workers exit after a while. There are several pools,
+// picked by the op's offset, so that concurrent requests do not all go
+// through one channel lock.
 type execPool struct {
 	ch chan *memOp
+	_  [56]byte
 }
 
-var executor = &execPool{ch: make(chan *memOp)}
+const execShards = 16
+
+var executors = func() (e [execShards]execPool) {
+	for i := range e {
+		e[i].ch = make(chan *memOp)
+	}
+	return e
+}()
 
 const workerIdle = 10 * time.Second
 
