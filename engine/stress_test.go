@@ -54,8 +54,9 @@ func checkSector(b []byte, sector uint64) error {
 // degraded arrays, that what is rebuilt is right. Run it with -race.
 func TestConcurrentOverlappingWriters(t *testing.T) {
 	type tc struct {
-		s    spec
-		drop []int
+		s      spec
+		drop   []int
+		fanout bool // members that do not claim memory speed: every op goes to a worker
 	}
 	cases := []tc{
 		{s: spec{level: "raid5", n: 4, chunkKiB: 64}},
@@ -68,6 +69,9 @@ func TestConcurrentOverlappingWriters(t *testing.T) {
 		{s: spec{level: "raid5", n: 4, chunkKiB: 64}, drop: []int{2}},
 		{s: spec{level: "raid6", n: 5, chunkKiB: 64}, drop: []int{0, 3}},
 		{s: spec{level: "raid6", layout: "left-asymmetric", n: 6, chunkKiB: 64}, drop: []int{4}},
+		{s: spec{level: "raid5", n: 4, chunkKiB: 64}, fanout: true},
+		{s: spec{level: "raid6", n: 5, chunkKiB: 64}, drop: []int{1}, fanout: true},
+		{s: spec{level: "raid10", layout: "f2", n: 4, chunkKiB: 64}, fanout: true},
 	}
 	writers, perWriter := 8, 150
 	if testing.Short() || raceEnabled {
@@ -77,6 +81,9 @@ func TestConcurrentOverlappingWriters(t *testing.T) {
 		name := c.s.String()
 		if c.drop != nil {
 			name += fmt.Sprintf("-without%v", c.drop)
+		}
+		if c.fanout {
+			name += "-fanout"
 		}
 		t.Run(name, func(t *testing.T) {
 			mems := create(t, c.s)
@@ -91,7 +98,20 @@ func TestConcurrentOverlappingWriters(t *testing.T) {
 				mustWrite(t, a, nil, p, 0)
 				a.Close()
 			}
-			a := open(t, mems, o, c.drop...)
+			openArr := func() *Array {
+				devs := devices(mems, c.drop...)
+				if c.fanout {
+					for i := range devs {
+						devs[i] = notMemory{devs[i]}
+					}
+				}
+				a, err := Open(devs, o)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return a
+			}
+			a := openArr()
 			defer a.Close()
 			unit := a.IOOpt()
 			if unit == 0 {
@@ -182,7 +202,7 @@ func TestConcurrentOverlappingWriters(t *testing.T) {
 				// what the degraded array computed must read the same after
 				// reopening (parity written by the degraded writes is right)
 				a.Close()
-				b := open(t, mems, o, c.drop...)
+				b := openArr()
 				q := make([]byte, region)
 				if _, err := b.ReadAt(q, 0); err != nil {
 					t.Fatal(err)
@@ -199,4 +219,14 @@ func TestConcurrentOverlappingWriters(t *testing.T) {
 			}
 		})
 	}
+}
+
+// notMemory hides a device's memory speed, so the engine fans its member
+// I/O out to worker goroutines as it does for files and block devices.
+type notMemory struct{ Device }
+
+func (d notMemory) Geometry() DeviceGeometry {
+	g := d.Device.Geometry()
+	g.Memory = false
+	return g
 }
