@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	mdmember "mdtool/engine/member"
 
 	"mdtool/bitmap"
 	"mdtool/superblock"
@@ -22,34 +23,27 @@ type loadedSuper struct {
 var ErrNoSuperblock = errors.New("engine: no md superblock")
 
 // loadSuper finds the v1.x superblock of d the way mdadm's load_super1
-// does: minor < 0 tries 1.0, 1.1 and 1.2 and keeps the latest ctime.
+// does (member.FindV1): minor < 0 tries 1.0, 1.1 and 1.2 and keeps the
+// latest ctime.
 func loadSuper(d Device, minor int) (*loadedSuper, error) {
-	sectors := uint64(d.Geometry().Size) >> 9
-	var best *loadedSuper
-	for mi := 0; mi <= 2; mi++ {
-		if minor >= 0 && mi != minor {
-			continue
-		}
-		off, err := superblock.Offset(mi, sectors)
-		if err != nil {
-			return nil, err
-		}
-		raw := make([]byte, superblock.AreaSize)
-		if err := readFull(d, raw, int64(off)*512); err != nil {
-			return nil, fmt.Errorf("cannot read superblock: %w", err)
-		}
-		sb, perr := superblock.Parse(raw)
-		if sb == nil || sb.MajorVersion != 1 || sb.SuperOffset != off {
-			continue
-		}
-		if best == nil || uint64(best.sb.CTime) < uint64(sb.CTime) {
-			best = &loadedSuper{minor: mi, offset: off, raw: raw, sb: sb, err: perr}
-		}
-	}
-	if best == nil {
+	v, err := mdmember.FindV1(deviceReader{d}, uint64(d.Geometry().Size)>>9, minor)
+	if errors.Is(err, mdmember.ErrNoSuperblock) {
 		return nil, ErrNoSuperblock
 	}
-	return best, nil
+	if err != nil {
+		return nil, err
+	}
+	return &loadedSuper{minor: v.Minor, offset: v.Offset, raw: v.Raw, sb: v.SB, err: v.Err}, nil
+}
+
+// deviceReader reads a Device through readFull's aligned bounce buffer.
+type deviceReader struct{ d Device }
+
+func (r deviceReader) ReadAt(p []byte, off int64) (int, error) {
+	if err := readFull(r.d, p, off); err != nil {
+		return 0, err
+	}
+	return len(p), nil
 }
 
 // readFull reads len(p) bytes at off, through an aligned bounce buffer

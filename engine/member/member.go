@@ -83,21 +83,31 @@ type V1 struct {
 // ErrNoSuperblock means no md superblock was found.
 var ErrNoSuperblock = errors.New("no md superblock detected")
 
-// LoadV1 finds a v1.x superblock as mdadm's load_super1 does. minor -1
-// tries 1.0, 1.1 and 1.2 and picks the one with the latest ctime. A
-// candidate counts when its magic and major version are right and its
-// super_offset is where it was found; the checksum is not required.
+// LoadV1 finds a v1.x superblock on the member; see FindV1.
 func (m *Member) LoadV1(minor int) (*V1, error) {
-	if minor >= 0 {
-		return m.loadV1(minor)
+	v, err := FindV1(m, m.Sectors(), minor)
+	if err != nil && !errors.Is(err, ErrNoSuperblock) {
+		return nil, fmt.Errorf("%s: %w", m.Path, err)
 	}
+	return v, err
+}
+
+// FindV1 finds a v1.x superblock on a device of the given size (sectors)
+// as mdadm's load_super1 does. minor -1 tries 1.0, 1.1 and 1.2 and picks
+// the one with the latest ctime. A candidate counts when its magic and
+// major version are right and its super_offset is where it was found; the
+// checksum is not required (what Parse objected to is in V1.Err).
+func FindV1(r io.ReaderAt, sectors uint64, minor int) (*V1, error) {
 	var best *V1
 	for mi := 0; mi <= 2; mi++ {
-		v, err := m.loadV1(mi)
+		if minor >= 0 && mi != minor {
+			continue
+		}
+		v, err := loadV1(r, sectors, mi)
+		if errors.Is(err, ErrNoSuperblock) {
+			continue
+		}
 		if err != nil {
-			if errors.Is(err, ErrNoSuperblock) {
-				continue
-			}
 			return nil, err
 		}
 		if best == nil || uint64(best.SB.CTime) < uint64(v.SB.CTime) {
@@ -110,20 +120,18 @@ func (m *Member) LoadV1(minor int) (*V1, error) {
 	return best, nil
 }
 
-func (m *Member) loadV1(minor int) (*V1, error) {
-	off, err := superblock.Offset(minor, m.Sectors())
+func loadV1(r io.ReaderAt, sectors uint64, minor int) (*V1, error) {
+	off, err := superblock.Offset(minor, sectors)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", m.Path, err)
+		return nil, err
 	}
 	raw := make([]byte, superblock.AreaSize)
-	if _, err := m.ReadAt(raw, int64(off)*512); err != nil {
-		return nil, fmt.Errorf("%s: cannot read superblock: %w", m.Path, err)
+	n, err := r.ReadAt(raw, int64(off)*512)
+	if err != nil && !(err == io.EOF && n == len(raw)) {
+		return nil, fmt.Errorf("cannot read superblock: %w", err)
 	}
 	sb, perr := superblock.Parse(raw)
-	if sb == nil {
-		return nil, ErrNoSuperblock
-	}
-	if sb.MajorVersion != 1 || sb.SuperOffset != off {
+	if sb == nil || sb.MajorVersion != 1 || sb.SuperOffset != off {
 		return nil, ErrNoSuperblock
 	}
 	return &V1{Minor: minor, Offset: off, Raw: raw, SB: sb, Err: perr}, nil
