@@ -167,7 +167,8 @@ func (r Run) Exec(ctx context.Context) (Result, error) {
 	args = append(args, "--", r.Script)
 	vmLock.Lock()
 	defer vmLock.Unlock()
-	cmd := exec.CommandContext(ctx, tool, args...)
+	// Through bash: the shared tools copy may lack execute bits.
+	cmd := exec.CommandContext(ctx, "bash", append([]string{tool}, args...)...)
 	cmd.Env = append(os.Environ(), accelEnv()...)
 	var out, errb bytes.Buffer
 	cmd.Stdout = &out
