@@ -71,6 +71,14 @@ func TestConfigPrecedence(t *testing.T) {
 		t.Errorf("flag --bitmap-chunk: Chunksize %q, want 8 MB", c)
 	}
 
+	// MDTOOL_HOMEHOST names the homehost like --homehost.
+	t.Setenv("MDTOOL_HOMEHOST", "storage01")
+	b := create()
+	t.Setenv("MDTOOL_HOMEHOST", "")
+	if !strings.Contains(examine(b), "Name : storage01:0") {
+		t.Errorf("MDTOOL_HOMEHOST not applied:\n%s", examine(b))
+	}
+
 	// Safety switches are never taken from the environment.
 	t.Setenv("MDTOOL_FORCE", "true")
 	env, _, _ := testEnv("")

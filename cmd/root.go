@@ -145,6 +145,7 @@ overrides the built-in defaults (mdadm's).`,
 	root.PersistentFlags().BoolP("verbose", "v", false, "be more verbose")
 	root.PersistentFlags().BoolP("quiet", "q", false, "be less verbose")
 	root.PersistentFlags().String("homehost", "", "host name used to decide whether an array is local (default: the system host name)")
+	markConfigurable(root.PersistentFlags(), "homehost")
 	root.AddCommand(
 		newCreateCmd(env),
 		newExamineCmd(env),
