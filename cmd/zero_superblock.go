@@ -1,7 +1,6 @@
 package cmd
 
 import (
-	"errors"
 	"fmt"
 
 	"github.com/spf13/cobra"
@@ -55,25 +54,13 @@ func zeroDevice(env *Env, dev string, force bool) int {
 		return 2
 	}
 	defer m.Close()
-	for pass := 0; ; pass++ {
-		off, size, err := m.FindSuperblock()
-		if errors.Is(err, member.ErrNoSuperblock) {
-			if pass == 0 {
-				fmt.Fprintf(env.Stderr, "mdtool: Unrecognised md component device - %s\n", dev)
-			}
-			return 0
-		}
-		if err != nil {
-			fmt.Fprintf(env.Stderr, "mdtool: %v\n", err)
-			return 1
-		}
-		if err := m.WriteAll([]member.Write{{Offset: off, Data: make([]byte, size)}}); err != nil {
-			fmt.Fprintf(env.Stderr, "mdtool: Could not zero superblock on %s\n", dev)
-			return 1
-		}
-		if pass > 8 {
-			fmt.Fprintf(env.Stderr, "mdtool: superblock on %s keeps reappearing\n", dev)
-			return 1
-		}
+	n, err := m.EraseSuperblocks()
+	if err != nil {
+		fmt.Fprintf(env.Stderr, "mdtool: Could not zero superblock on %s: %v\n", dev, err)
+		return 1
 	}
+	if n == 0 {
+		fmt.Fprintf(env.Stderr, "mdtool: Unrecognised md component device - %s\n", dev)
+	}
+	return 0
 }
