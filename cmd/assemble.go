@@ -1296,7 +1296,12 @@ func (as *assembler) start(j assembleJob, mddev, name string, devs []*asmDev, or
 				return fail("failed to add %s to %s: Device or resource busy\n", d.path, mddev)
 			}
 		}
-		edevs = append(edevs, fd)
+		ed, err := wrapFaults(d.path, fd)
+		if err != nil {
+			fd.Close()
+			return fail("%s: %v\n", faultEnv, err)
+		}
+		edevs = append(edevs, ed)
 		abs, err := filepath.Abs(d.path)
 		if err != nil {
 			abs = d.path
