@@ -42,6 +42,13 @@ type SyncStatus struct {
 	Started    time.Time // when the action started (zero if idle)
 	// LastAction is md's last_sync_action: the last action that ran.
 	LastAction string
+	// Written counts the member sectors the running or last action wrote
+	// (rebuilt or rewritten data/parity), for tests and metrics: a
+	// bitmap-guided re-add writes only the dirty chunks.
+	Written uint64
+	// Checkpoint is the last recorded position (resync_offset or the
+	// recovery_offset), in the same units as Done.
+	Checkpoint uint64
 }
 
 // SyncLimits are md's sync_speed_min and sync_speed_max in KiB/s. Below
@@ -64,6 +71,10 @@ type AddOptions struct {
 	// WriteMostly marks the new member write-mostly (raid1).
 	WriteMostly bool
 }
+
+// FailedReason says why the array stopped accepting writes (beyond its
+// redundancy), or "" while it works.
+func (a *Array) FailedReason() string { return "" }
 
 // SyncLimitsOf returns the limits in force.
 func (a *Array) SyncLimitsOf() SyncLimits { return SyncLimits{} }
