@@ -8,7 +8,7 @@ DEBS    := qemu-system-x86 mdadm busybox-static cpio linux-image-amd64 fio nbdki
            libnbd-bin fuse3 e2fsprogs dosfstools util-linux kmod
 DEMO    ?= /tmp/mdtool-demo
 
-.PHONY: all build test test-short deps check fmt vet docs check-docs fuzz bench demo clean
+.PHONY: all build test test-short deps check fmt vet docs check-docs fuzz bench bench-nbd demo clean
 
 all: build
 
@@ -66,6 +66,15 @@ fuzz:
 
 bench:
 	$(GO) run ./internal/benchtable
+
+# The issue-4 NBD benchmark: fio 4 KiB randread/randwrite at iodepth 32 and
+# 1 MiB sequential write/read through NBD on a unix socket, against the
+# `mdtool assemble` daemon serving raid0 over member images on tmpfs, with
+# nbdkit's memory plugin as the same-run baseline (target 0.8x).
+# NBDBENCH_FLAGS passes options, e.g. NBDBENCH_FLAGS="-runtime 5s -rounds 5".
+NBDBENCH_FLAGS ?=
+bench-nbd: build
+	$(GO) run ./engine/nbd/fiobench/nbdbench -mdtool $(BIN) $(NBDBENCH_FLAGS)
 
 # The main job end to end on sparse image files: create a RAID10 with an
 # internal bitmap exactly as the mdadm command line would, then examine it.

@@ -2,7 +2,6 @@ package nbd_test
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"strconv"
 	"strings"
@@ -52,7 +51,6 @@ func BenchmarkFioVsNbdkit(b *testing.B) {
 		}
 	}
 	var tab strings.Builder
-	fmt.Fprintf(&tab, "%-14s %11s %11s %9s %11s %6s %13s %13s\n", "job", "ours IOPS", "nbdkit IOPS", "ours MB/s", "nbdkit MB/s", "ratio", "ours CPU/IO", "nbdkit CPU/IO")
 	for _, c := range res {
 		n := c.Job.Name
 		b.ReportMetric(c.Ours.IOPS(), n+"-IOPS")
@@ -62,8 +60,7 @@ func BenchmarkFioVsNbdkit(b *testing.B) {
 		b.ReportMetric(c.Ratio(), n+"-ratio")
 		b.ReportMetric(float64(c.Ours.CPUPerIO().Nanoseconds())/1e3, n+"-cpu-us/io")
 		b.ReportMetric(float64(c.Nbdkit.CPUPerIO().Nanoseconds())/1e3, n+"-nbdkit-cpu-us/io")
-		fmt.Fprintf(&tab, "%-14s %11.0f %11.0f %9.1f %11.1f %6.2f %13v %13v\n", n, c.Ours.IOPS(), c.Nbdkit.IOPS(),
-			c.Ours.MBps(), c.Nbdkit.MBps(), c.Ratio(), c.Ours.CPUPerIO(), c.Nbdkit.CPUPerIO())
 	}
+	fiobench.WriteTable(&tab, res, 0)
 	b.Log("\n" + tab.String())
 }

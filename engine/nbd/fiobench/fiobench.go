@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -182,11 +183,8 @@ func DefaultJobs(size int64, runtime time.Duration) []Job {
 }
 
 // Compare serves be with package nbd (configured by cfg; its Exports are
-// replaced) on a unix socket, starts `nbdkit memory` of the same size on
-// another, and runs every job against both, alternating, rounds times
-// (at least once); each side's result is its median round by IOPS, which
-// damps the noise of a shared machine. fio, nbdkit and its memory plugin
-// must be installed.
+// replaced) on a unix socket in this process and compares it with
+// `nbdkit memory` as CompareTarget does.
 func Compare(ctx context.Context, be export.Backend, cfg nbd.Config, jobs []Job, rounds int) ([]Comparison, error) {
 	dir, err := os.MkdirTemp("", "fiobench")
 	if err != nil {
@@ -203,9 +201,30 @@ func Compare(ctx context.Context, be export.Backend, cfg nbd.Config, jobs []Job,
 	if _, err := srv.ListenUnix(ours); err != nil {
 		return nil, err
 	}
+	return CompareTarget(ctx, Target{URI: "nbd+unix:///?socket=" + ours, PID: os.Getpid()}, be.Size(), jobs, rounds)
+}
+
+// Target is an NBD server under test: its URI and the process that serves
+// it (0 if unknown: no CPU accounting).
+type Target struct {
+	URI string
+	PID int
+}
+
+// CompareTarget starts `nbdkit memory` of size bytes on a unix socket and
+// runs every job against ours and against nbdkit, alternating, rounds
+// times (at least once); each side's result is its median round by IOPS,
+// which damps the noise of a shared machine. fio, nbdkit and its memory
+// plugin must be installed.
+func CompareTarget(ctx context.Context, ours Target, size int64, jobs []Job, rounds int) ([]Comparison, error) {
+	dir, err := os.MkdirTemp("", "fiobench")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
 	theirs := filepath.Join(dir, "nbdkit.sock")
 	kit := exec.CommandContext(ctx, "nbdkit", "-f", "--exit-with-parent", "-U", theirs,
-		"memory", "size="+strconv.FormatInt(be.Size(), 10))
+		"memory", "size="+strconv.FormatInt(size, 10))
 	var kitErr bytes.Buffer
 	kit.Stderr = &kitErr
 	if err := kit.Start(); err != nil {
@@ -223,12 +242,12 @@ func Compare(ctx context.Context, be export.Backend, cfg nbd.Config, jobs []Job,
 	kitRes := make([][]Result, len(jobs))
 	for r := 0; r < rounds; r++ {
 		for i, j := range jobs {
-			cpu0 := processCPU(os.Getpid())
-			o, out, err := Run(ctx, "nbd+unix:///?socket="+ours, j)
+			cpu0 := processCPU(ours.PID)
+			o, out, err := Run(ctx, ours.URI, j)
 			if err != nil {
 				return nil, fmt.Errorf("%w\n%s", err, out)
 			}
-			o.ServerCPU = processCPU(os.Getpid()) - cpu0
+			o.ServerCPU = processCPU(ours.PID) - cpu0
 			cpu0 = processCPU(kit.Process.Pid)
 			k, out, err := Run(ctx, "nbd+unix:///?socket="+theirs, j)
 			if err != nil {
@@ -246,6 +265,33 @@ func Compare(ctx context.Context, be export.Backend, cfg nbd.Config, jobs []Job,
 	return res, nil
 }
 
+// WriteTable writes one line per comparison: IOPS and MB/s of both sides,
+// the ratio, CPU time per request of both servers, and PASS when the
+// ratio reaches target (0: no verdict column).
+func WriteTable(w io.Writer, res []Comparison, target float64) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%-14s %11s %11s %9s %11s %6s %11s %13s", "job", "ours IOPS", "nbdkit IOPS",
+		"ours MB/s", "nbdkit MB/s", "ratio", "ours CPU/IO", "nbdkit CPU/IO")
+	if target > 0 {
+		fmt.Fprintf(&b, "  target %.2fx", target)
+	}
+	b.WriteByte('\n')
+	for _, c := range res {
+		fmt.Fprintf(&b, "%-14s %11.0f %11.0f %9.1f %11.1f %6.2f %11v %13v", c.Job.Name, c.Ours.IOPS(), c.Nbdkit.IOPS(),
+			c.Ours.MBps(), c.Nbdkit.MBps(), c.Ratio(), c.Ours.CPUPerIO(), c.Nbdkit.CPUPerIO())
+		if target > 0 {
+			v := "PASS"
+			if c.Ratio() < target {
+				v = "FAIL"
+			}
+			fmt.Fprintf(&b, "  %s", v)
+		}
+		b.WriteByte('\n')
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
 // median returns the result with the median IOPS.
 func median(rs []Result) Result {
 	rs = slices.Clone(rs)
@@ -257,6 +303,9 @@ func median(rs []Result) Result {
 // /proc/pid/stat (0 if unreadable). The kernel counts in clock ticks of
 // 10 ms (USER_HZ 100 on Linux).
 func processCPU(pid int) time.Duration {
+	if pid <= 0 {
+		return 0
+	}
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
 		return 0
