@@ -26,9 +26,21 @@ Time, Raid Level, Array Size, Used Dev Size, Raid Devices, Total Devices,
 Persistence, Intent Bitmap, Update Time, State (clean/active, degraded,
 FAILED), Active/Working/Failed/Spare Devices, Layout, Chunk Size,
 Consistency Policy, Name, UUID, Events and the device table. Members that
-are image files show major and minor 0. After the device table mdtool adds
-where the array is exported (NBD socket, TCP address, FUSE file, metrics);
---brief, --export and --test print exactly what mdadm prints.
+are image files show major and minor 0. While a resync, recovery, check or
+repair runs, State says so (", resyncing", ", recovering", ", checking") and
+mdadm's "Rebuild Status", "Resync Status" or "Check Status : N% complete"
+line is printed; a spare being rebuilt shows as "spare rebuilding" in its
+role.
+
+mdtool's additions to the text: under the Status line, a "Progress" line in
+the form of /proc/mdstat's, with speed and time left:
+
+          Progress : [====>................]  recovery = 22.1% (14532/65472) finish=0.4min speed=2000K/sec
+
+a "Failed Reason" line under State when the array has failed beyond its
+redundancy and refuses writes; and after the device table, where the array
+is exported (NBD socket, TCP address, FUSE file, metrics). --brief, --export
+and --test print exactly what mdadm prints.
 
   --brief (-b)    an ARRAY line for mdadm.conf (with -v: level=, num-devices=
                   and a devices= line)
@@ -36,7 +48,11 @@ where the array is exported (NBD socket, TCP address, FUSE file, metrics);
   --export (-Y)   KEY=VALUE lines, as for udev (MD_LEVEL, MD_DEVICES,
                   MD_METADATA, MD_UUID, MD_DEVNAME, MD_NAME, MD_DEVICE_*)
   --json          one JSON document: {"arrays": [...]}, each array with the
-                  fields above plus "exports" and "daemon"
+                  fields above plus "exports", "daemon", "failed_reason" and
+                  "sync": action, status, done_sectors, total_sectors,
+                  percent, complete, speed_kib_per_second, finish_seconds,
+                  progress, mismatch_cnt, last_action, written_sectors,
+                  checkpoint_sectors, speed_min/max_kib_per_second
   --test (-t)     exit status tells the array's health (below)
 
 EXIT STATUS
@@ -336,13 +352,8 @@ func (d *detailView) arrayState() []string {
 	default:
 		words = append(words, "degraded")
 	}
-	switch st.SyncAction {
-	case "recover":
-		words = append(words, "recovering")
-	case "resync":
-		words = append(words, "resyncing")
-	case "check", "repair":
-		words = append(words, "checking")
+	if _, w, _, ok := syncWords(st.SyncAction); ok && syncRunning(st) {
+		words = append(words, w)
 	}
 	if st.Size == 0 {
 		words = append(words, "Not Started")
@@ -395,6 +406,10 @@ func (d *detailView) writeDetail(w io.Writer, dev string, noDevices bool) {
 	}
 	words := d.arrayState()
 	fmt.Fprintf(w, "             State : %s \n", strings.Join(words, ", "))
+	if st.FailedReason != "" {
+		// mdtool's addition: why the array stopped accepting writes.
+		fmt.Fprintf(w, "     Failed Reason : %s\n", st.FailedReason)
+	}
 	fmt.Fprintf(w, "    Active Devices : %d\n", d.active)
 	if d.working > 0 {
 		fmt.Fprintf(w, "   Working Devices : %d\n", d.working)
@@ -423,9 +438,11 @@ func (d *detailView) writeDetail(w io.Writer, dev string, noDevices bool) {
 		fmt.Fprintf(w, "          Rounding : %dK\n\n", st.ChunkBytes/1024)
 	}
 	fmt.Fprintf(w, "Consistency Policy : %s\n\n", d.consistencyPolicy())
-	if st.SyncTotal > 0 && st.SyncAction != "idle" {
-		kind := map[string]string{"recover": "Rebuild", "resync": "Resync", "check": "Check", "repair": "Check"}[st.SyncAction]
-		fmt.Fprintf(w, "    %7s Status : %d%% complete\n\n", kind, st.SyncDone*100/st.SyncTotal)
+	if syncRunning(st) {
+		_, _, title, _ := syncWords(st.SyncAction)
+		fmt.Fprintf(w, "    %7s Status : %d%% complete\n", title, perMille(st.SyncDone, st.SyncTotal)/10)
+		// mdtool's addition: /proc/mdstat's progress line.
+		fmt.Fprintf(w, "          Progress : %s\n\n", progressLine(st))
 	}
 	fmt.Fprintf(w, "              Name : %s", d.setName32())
 	if d.local() {
@@ -698,6 +715,8 @@ type detailJSON struct {
 	Local             bool               `json:"local"`
 	UUID              string             `json:"uuid"`
 	Events            uint64             `json:"events"`
+	FailedReason      string             `json:"failed_reason,omitempty"`
+	Sync              detailJSONSync     `json:"sync"`
 	Devices           []detailJSONDevice `json:"devices"`
 	Exports           detailJSONExports  `json:"exports"`
 	Daemon            detailJSONDaemon   `json:"daemon"`
@@ -739,7 +758,9 @@ func (d *detailView) json(dev string) *detailJSON {
 		Name: d.setName32(), Local: d.local(), UUID: uuidText(sb.SetUUID, ':'), Events: sb.Events,
 		Exports: detailJSONExports{NBDSocket: st.NBDSocket, NBDTCP: st.NBDListen, NBDTLS: st.NBDTLS,
 			FUSEFile: st.FUSEFile, Metrics: st.Metrics},
-		Daemon: detailJSONDaemon{PID: st.PID, Started: st.Started.UTC().Format(time.RFC3339), Name: st.Name},
+		Daemon:       detailJSONDaemon{PID: st.PID, Started: st.Started.UTC().Format(time.RFC3339), Name: st.Name},
+		FailedReason: st.FailedReason,
+		Sync:         syncJSON(st),
 	}
 	if st.Level >= 1 {
 		v := st.ComponentSectors / 2

@@ -16,6 +16,14 @@ func TestManageFailAndDetailTest(t *testing.T) {
 	runDir := filepath.Join(dir, "run")
 	devs := mkArray(t, dir, "/dev/md/mg", 4, 32<<20, "-l5", "-n4", "-c64", "--assume-clean")
 	s := serve(t, runDir, "/dev/md/mg", devs...)
+	// Devices to add: one that is no member, one too small, one with a
+	// filesystem on it.
+	other := sparse(t, dir, "other.img", 32<<20)
+	small := sparse(t, dir, "small.img", 1<<20)
+	fsImg := sparse(t, dir, "fs.img", 32<<20)
+	if out, err := exec.Command("mkfs.ext4", "-q", "-F", fsImg).CombinedOutput(); err != nil {
+		t.Fatalf("mkfs.ext4: %v %s", err, out)
+	}
 	detailTest := func() int {
 		code, _, _ := mdtool(t, "detail", "--test", "--run-dir", runDir, "/dev/md/mg")
 		return code
@@ -47,11 +55,23 @@ func TestManageFailAndDetailTest(t *testing.T) {
 		args []string
 		msg  string
 	}{
-		{[]string{"--fail", filepath.Join(dir, "nope.img")}, "set device faulty failed for " + filepath.Join(dir, "nope.img") + ":  No such device"},
+		{[]string{"--fail", filepath.Join(dir, "nope.img")}, "stat failed for " + filepath.Join(dir, "nope.img") + ": No such file or directory"},
+		{[]string{"--fail", other}, "set device faulty failed for " + other + ":  No such device"},
+		{[]string{"--remove", other}, "hot remove failed for " + other + ": No such device or address"},
 		{[]string{"--remove", devs[0]}, "hot remove failed for " + devs[0] + ": Device or resource busy"},
-		{[]string{"--remove", devs[1]}, devs[1] + ": --remove is not supported by mdtool yet"},
-		{[]string{"--add", filepath.Join(dir, "new.img")}, filepath.Join(dir, "new.img") + ": --add is not supported by mdtool yet"},
-		{[]string{"--re-add", devs[1]}, "add new device failed for " + devs[1] + " as /dev/md/mg: Device or resource busy"},
+		{[]string{"--add", devs[0]}, "Cannot open " + devs[0] + ": Device or resource busy"},
+		{[]string{"--add", fsImg}, fsImg + " appears to contain ext4 filesystem"},
+		{[]string{"--add", small}, small + " not large enough to join array"},
+		{[]string{"--re-add", other}, "--re-add for " + other + " to /dev/md/mg is not possible"},
+		{[]string{"--add", "failed"}, "failed only meaningful with -r or --re-add, not -a"},
+		{[]string{"--add", "d1.img"}, "d1.img only meaningful with -r or -f, not -a"},
+		{[]string{"--fail", "nothing.img"}, "nothing.img does not appear to be a component of /dev/md/mg"},
+		{[]string{"--replace", other}, other + " not found in /dev/md/mg so cannot --replace it"},
+		{[]string{"--replace", devs[1]}, devs[1] + " is not active and so cannot be replaced."},
+		{[]string{"--replace", devs[0], "--with", devs[3]}, devs[3] + " is active and cannot be a replacement"},
+		{[]string{"--replace", devs[0], "--with", devs[1]}, devs[1] + " is faulty and cannot be a replacement"},
+		{[]string{"--replace", devs[0], "--with", other}, other + " not found in /dev/md/mg so cannot make it preferred replacement"},
+		{[]string{"--with", other}, "No matching --replace device for --with " + other},
 	} {
 		args := append([]string{"/dev/md/mg"}, tc.args...)
 		args = append(args, "--run-dir", runDir)
@@ -115,9 +135,13 @@ func TestManageLastCopy(t *testing.T) {
 	if code, _, errs := mdtool(t, "/dev/md/lc", "--fail", devs[0], "--run-dir", runDir); code != 0 {
 		t.Fatalf("first --fail: %d %s", code, errs)
 	}
+	// mdadm exits 2 when md refuses (EBUSY), 1 with --test.
 	code, _, errs := mdtool(t, "/dev/md/lc", "--fail", devs[1], "--run-dir", runDir)
-	if code != 1 || errs != "mdtool: set device faulty failed for "+devs[1]+":  Device or resource busy\n" {
+	if code != 2 || errs != "mdtool: set device faulty failed for "+devs[1]+":  Device or resource busy\n" {
 		t.Errorf("failing the last copy: exit %d: %q", code, errs)
+	}
+	if code, _, _ := mdtool(t, "/dev/md/lc", "--fail", devs[1], "--test", "--run-dir", runDir); code != 1 {
+		t.Errorf("failing the last copy with --test: exit %d, want 1", code)
 	}
 	_, out, _ := mdtool(t, "-D", "/dev/md/lc", "--run-dir", runDir)
 	if !strings.Contains(out, "             State : clean, degraded \n") {

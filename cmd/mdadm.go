@@ -14,6 +14,7 @@ import (
 //	mdtool --create /dev/md0 -l10 -n4 ...   ->  create /dev/md0 -l10 -n4 ...
 //	mdtool -Es                              ->  examine -s
 //	mdtool /dev/md/data --fail /dev/loop1   ->  manage /dev/md/data --fail /dev/loop1
+//	mdtool --action=check /dev/md0          ->  action --action=check /dev/md0
 
 // longModes maps mdadm's mode-selecting long options to subcommands.
 var longModes = map[string]string{
@@ -85,7 +86,7 @@ func isSubcommand(s string) bool {
 			return true
 		}
 	}
-	return s == "gendocs" || s == "misc"
+	return s == "gendocs" || s == "misc" || s == "action"
 }
 
 func translateMdadmArgs(args []string) []string {
@@ -115,6 +116,11 @@ func translateMdadmArgs(args []string) []string {
 			if name == "misc" {
 				misc = true
 				continue
+			}
+			if name == "action" && mode == "" {
+				// --action=check is a misc-mode option that is the
+				// mode: mdtool action --action=check MD.
+				mode = "action"
 			}
 			if name == "version" {
 				out = append(out, a)

@@ -156,6 +156,7 @@ overrides the built-in defaults (mdadm's).`,
 		newStopCmd(env),
 		newManageCmd(env),
 		newWaitCmd(env),
+		newActionCmd(env),
 		newGenDocsCmd(),
 	)
 	return root

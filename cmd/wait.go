@@ -2,20 +2,28 @@ package cmd
 
 import (
 	"errors"
+	"fmt"
+	"io"
+	"os"
 	"time"
 
 	"github.com/spf13/cobra"
+	"golang.org/x/sys/unix"
 
 	"mdtool/engine/daemon"
 )
 
-const waitLong = `Wait until any resync, recovery, reshape or check of the given arrays has
+const waitLong = `Wait until any resync, recovery, check or repair of the given arrays has
 finished, as "mdadm --wait" (-W) does.
 
-Like mdadm, wait succeeds only if it actually waited for something: an array
-with no sync running returns 1. mdtool's engine runs no background resync or
-recovery yet (assemble leaves a dirty array to be resynced by the kernel or
-by "check"), so today wait returns 1 for every running array.
+On a terminal, wait shows the progress of each array it waits for on stderr,
+as a line in the form of /proc/mdstat's (mdtool's addition):
+
+  /dev/md/data: [====>................]  recovery = 22.1% (14532/65472) finish=0.4min speed=2000K/sec
+
+Otherwise (output to a file or pipe) it prints nothing. Like mdadm, wait
+succeeds only if it actually waited for something: an array with no sync
+running returns 1. An array whose sync is frozen is waited for only briefly.
 
 EXIT STATUS
   0  waited for every array given
@@ -25,17 +33,22 @@ EXIT STATUS
 func newWaitCmd(env *Env) *cobra.Command {
 	var runDir string
 	var poll time.Duration
+	var progress bool
 	c := &cobra.Command{
 		Use:   "wait [flags] MD-DEVICE...",
-		Short: "Wait for resync/recovery of running arrays to finish (mdadm --wait)",
+		Short: "Wait for resync/recovery/check of running arrays to finish (mdadm --wait)",
 		Long:  waitLong,
 		RunE: func(c *cobra.Command, args []string) error {
 			if len(args) == 0 {
 				return usagef("No devices given.")
 			}
+			var bar io.Writer
+			if progress || isTerminal(env.Stderr) {
+				bar = env.Stderr
+			}
 			rv := 0
 			for _, dev := range args {
-				rv |= waitArray(runDir, dev, poll)
+				rv |= waitArray(runDir, dev, poll, bar)
 			}
 			if rv != 0 {
 				return &ExitError{Code: rv}
@@ -46,18 +59,38 @@ func newWaitCmd(env *Env) *cobra.Command {
 	f := c.Flags()
 	f.DurationVar(&poll, "poll", time.Second, "how often to ask the daemon")
 	_ = f.MarkHidden("poll")
+	f.BoolVar(&progress, "progress", false, "show the progress even when stderr is not a terminal")
+	_ = f.MarkHidden("progress")
 	addRunDirFlag(f, &runDir)
 	return c
 }
 
+// isTerminal reports whether w is a terminal.
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
+	return err == nil
+}
+
 // waitArray is mdadm's Wait(): 2 when the array is not running, 1 when
-// nothing was running, 0 after waiting for a sync to end.
-func waitArray(runDir, dev string, poll time.Duration) int {
+// nothing was running, 0 after waiting for a sync to end. bar, if not
+// nil, gets a progress line redrawn at every poll.
+func waitArray(runDir, dev string, poll time.Duration, bar io.Writer) int {
 	name, err := daemon.ArrayName(dev)
 	if err != nil {
 		return 2
 	}
 	rv := 1
+	frozen := 3
+	drawn := false
+	defer func() {
+		if drawn {
+			fmt.Fprintln(bar)
+		}
+	}()
 	for {
 		st, err := queryStatus(runDir, name)
 		switch {
@@ -65,10 +98,20 @@ func waitArray(runDir, dev string, poll time.Duration) int {
 			return 0 // stopped while we waited
 		case err != nil:
 			return 2
-		case st.SyncAction == "" || st.SyncAction == "idle" || st.SyncAction == "frozen":
+		case st.SyncAction == "" || st.SyncAction == "idle":
 			return rv
+		case st.SyncAction == "frozen":
+			// mdadm gives a frozen array three polls to start.
+			if frozen == 0 {
+				return rv
+			}
+			frozen--
 		}
 		rv = 0
+		if bar != nil && syncRunning(st) {
+			fmt.Fprintf(bar, "\r%s: %s\x1b[K", dev, progressLine(st))
+			drawn = true
+		}
 		time.Sleep(poll)
 	}
 }

@@ -24,6 +24,13 @@ import (
 //	{"op":"remove","device":"/dev/loop1"}   -> ok or an error
 //	{"op":"add","device":"/dev/loop1"}      -> ok or an error
 //	{"op":"re-add","device":"/dev/loop1"}   -> ok or an error
+//	{"op":"add-spare","device":"/dev/loop1"} -> ok (never a re-add)
+//	{"op":"replace","device":"/dev/loop1","with":"/dev/loop4"} -> ok, role
+//	{"op":"action","action":"check"}        -> ok or an error (sync_action)
+//	{"op":"sync-limits","sync_speed_min":1000,"sync_speed_max":5000} -> ok
+//
+// add and re-add take "force" (add a device that holds other data) and
+// "write_mostly".
 //
 // Errors carry a Code saying which kind of failure it was, so that the
 // client can word it the way mdadm does.
@@ -37,12 +44,43 @@ const (
 	OpRemove = "remove"
 	OpAdd    = "add"
 	OpReAdd  = "re-add"
+	// OpAddSpare adds the device as a spare, never as a re-add
+	// (mdadm --add-spare).
+	OpAddSpare = "add-spare"
+	// OpReplace marks Device for replacement (md's want_replacement),
+	// with the spare With if given.
+	OpReplace = "replace"
+	// OpAction writes md's sync_action (Action).
+	OpAction = "action"
+	// OpSyncLimits sets sync_speed_min / sync_speed_max.
+	OpSyncLimits = "sync-limits"
+)
+
+// Results of a successful add (Response.Result).
+const (
+	ResultAdded   = "added"    // a new spare (or into a missing role)
+	ResultReAdded = "re-added" // back into its old role (bitmap-guided)
+	// ResultReAddedFaulty: a faulty member still in the array was put
+	// back (md's "re-add" written to the member's sysfs state).
+	ResultReAddedFaulty = "re-added-faulty"
 )
 
 // Request is one control request.
 type Request struct {
 	Op     string `json:"op"`
 	Device string `json:"device,omitempty"`
+	// With is the spare that replaces Device (OpReplace).
+	With string `json:"with,omitempty"`
+	// Force adds a device that holds a filesystem, a partition table or
+	// another array's superblock (OpAdd, OpReAdd, OpAddSpare).
+	Force       bool `json:"force,omitempty"`
+	WriteMostly bool `json:"write_mostly,omitempty"`
+	// Action is the sync_action to write (OpAction).
+	Action string `json:"action,omitempty"`
+	// SpeedMin, SpeedMax: KiB/s (OpSyncLimits); nil leaves it, 0 is
+	// md's default.
+	SpeedMin *uint64 `json:"sync_speed_min,omitempty"`
+	SpeedMax *uint64 `json:"sync_speed_max,omitempty"`
 }
 
 // Error codes of a Response.
@@ -52,6 +90,29 @@ const (
 	CodeUnsupported = "unsupported" // the engine cannot do it (yet)
 	CodeInvalid     = "invalid"     // a bad request
 	CodeFailed      = "failed"      // anything else
+	// CodeOpen: the device cannot be opened; Error is the reason
+	// (strerror's text, e.g. "Device or resource busy").
+	CodeOpen = "open"
+	// CodeHoldsData: the device holds a filesystem, partition table or
+	// another array's superblock (Response.Signatures) and Force was not
+	// given.
+	CodeHoldsData = "holds-data"
+	// CodeTooSmall: the device is too small to join the array.
+	CodeTooSmall = "too-small"
+	// CodeNotReAddable: --re-add is not possible for the device.
+	CodeNotReAddable = "not-re-addable"
+	// CodeArrayFailed: the array has failed beyond its redundancy, so
+	// --add cannot work.
+	CodeArrayFailed = "array-failed"
+	// CodeNotActive: the member to replace is not active.
+	CodeNotActive = "not-active"
+	// CodeWithFaulty, CodeWithActive, CodeWithNotMember: the --with
+	// device of a replace is faulty, active, or not in the array.
+	CodeWithFaulty    = "with-faulty"
+	CodeWithActive    = "with-active"
+	CodeWithNotMember = "with-not-member"
+	// CodeReadOnly: the array is read-only (EROFS).
+	CodeReadOnly = "read-only"
 )
 
 // Response is the answer to one request.
@@ -60,12 +121,22 @@ type Response struct {
 	Code   string  `json:"code,omitempty"`
 	Error  string  `json:"error,omitempty"`
 	Status *Status `json:"status,omitempty"`
+	// Result says what an add did (Result* constants).
+	Result string `json:"result,omitempty"`
+	// Role is the role a replace applies to; Number the descriptor
+	// number an add used or tried (mdadm's "as %d").
+	Role   int `json:"role,omitempty"`
+	Number int `json:"number,omitempty"`
+	// Signatures: what a device refused with CodeHoldsData holds.
+	Signatures []string `json:"signatures,omitempty"`
 }
 
 // OpError is a failed operation as the client sees it.
 type OpError struct {
 	Code string
 	Msg  string
+	// Resp is the whole answer (extra fields such as Signatures), if any.
+	Resp *Response
 }
 
 func (e *OpError) Error() string { return e.Msg }
@@ -102,10 +173,31 @@ type Status struct {
 	Bitmap           bool   `json:"bitmap"`
 	ReadOnly         bool   `json:"read_only"`
 	// SyncAction is md's sync_action: idle, resync, recover, check,
-	// repair; SyncDone/SyncTotal its progress in sectors.
+	// repair, frozen; SyncDone/SyncTotal its progress in sectors (md's
+	// sync_completed: member sectors, array sectors for a raid10
+	// resync/check).
 	SyncAction string `json:"sync_action"`
 	SyncDone   uint64 `json:"sync_done,omitempty"`
 	SyncTotal  uint64 `json:"sync_total,omitempty"`
+	// SyncSpeed is md's sync_speed (KiB/s over the recent window).
+	SyncSpeed uint64 `json:"sync_speed_kibps,omitempty"`
+	// SyncStarted is when the running action started.
+	SyncStarted time.Time `json:"sync_started,omitzero"`
+	// LastSyncAction is md's last_sync_action; Mismatches its
+	// mismatch_cnt (sectors).
+	LastSyncAction string `json:"last_sync_action,omitempty"`
+	Mismatches     uint64 `json:"mismatch_cnt"`
+	// SyncWritten: member sectors the running or last action wrote.
+	SyncWritten uint64 `json:"sync_written,omitempty"`
+	// SyncCheckpoint: the last recorded resync/recovery position.
+	SyncCheckpoint uint64 `json:"sync_checkpoint,omitempty"`
+	// SyncSpeedMin, SyncSpeedMax: the limits in force (KiB/s; md's
+	// defaults filled in).
+	SyncSpeedMin uint64 `json:"sync_speed_min"`
+	SyncSpeedMax uint64 `json:"sync_speed_max"`
+	// FailedReason says why the array stopped accepting writes (failed
+	// beyond its redundancy); "" while it works.
+	FailedReason string `json:"failed_reason,omitempty"`
 
 	Members []MemberStatus `json:"members"`
 
@@ -139,7 +231,10 @@ type Handler interface {
 	// Stop stops the array; it returns once the array is stopped (or
 	// refuses, e.g. while an export is in use).
 	Stop() error
-	Manage(op, device string) error
+	// Manage runs an operation on the members or the sync machinery:
+	// OpFail, OpRemove, OpAdd, OpReAdd, OpAddSpare, OpReplace, OpAction,
+	// OpSyncLimits.
+	Manage(req Request) (*Response, error)
 }
 
 // Server serves the control socket.
@@ -238,7 +333,12 @@ func (s *Server) signalStopped() {
 func errResponse(err error) Response {
 	var oe *OpError
 	if errors.As(err, &oe) {
-		return Response{Code: oe.Code, Error: oe.Msg}
+		r := Response{Code: oe.Code, Error: oe.Msg}
+		if oe.Resp != nil {
+			r = *oe.Resp
+			r.OK, r.Code, r.Error = false, oe.Code, oe.Msg
+		}
+		return r
 	}
 	return Response{Code: CodeFailed, Error: err.Error()}
 }
@@ -258,14 +358,22 @@ func (s *Server) do(req Request) Response {
 			return errResponse(err)
 		}
 		return Response{OK: true}
-	case OpFail, OpRemove, OpAdd, OpReAdd:
-		if req.Device == "" {
+	case OpFail, OpRemove, OpAdd, OpReAdd, OpAddSpare, OpReplace, OpAction, OpSyncLimits:
+		switch {
+		case req.Op == OpAction && req.Action == "":
+			return errResponse(Errorf(CodeInvalid, "%s needs an action", req.Op))
+		case req.Op != OpAction && req.Op != OpSyncLimits && req.Device == "":
 			return errResponse(Errorf(CodeInvalid, "%s needs a device", req.Op))
 		}
-		if err := s.h.Manage(req.Op, req.Device); err != nil {
+		resp, err := s.h.Manage(req)
+		if err != nil {
 			return errResponse(err)
 		}
-		return Response{OK: true}
+		if resp == nil {
+			resp = &Response{}
+		}
+		resp.OK = true
+		return *resp
 	}
 	return errResponse(Errorf(CodeInvalid, "unknown operation %q", req.Op))
 }
@@ -336,7 +444,7 @@ func (c *Client) Call(ctx context.Context, req Request) (*Response, error) {
 		return nil, fmt.Errorf("daemon: bad answer: %w", err)
 	}
 	if !resp.OK {
-		return &resp, &OpError{Code: resp.Code, Msg: resp.Error}
+		return &resp, &OpError{Code: resp.Code, Msg: resp.Error, Resp: &resp}
 	}
 	return &resp, nil
 }

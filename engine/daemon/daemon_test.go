@@ -140,14 +140,20 @@ func (h *fakeHandler) Stop() error {
 	return nil
 }
 
-func (h *fakeHandler) Manage(op, dev string) error {
+func (h *fakeHandler) Manage(req Request) (*Response, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.ops = append(h.ops, op+" "+dev)
-	if dev == "/nope" {
-		return Errorf(CodeNotMember, "%s is not a member", dev)
+	h.ops = append(h.ops, req.Op+" "+req.Device)
+	switch req.Device {
+	case "/nope":
+		return nil, Errorf(CodeNotMember, "%s is not a member", req.Device)
+	case "/fs":
+		return nil, &OpError{Code: CodeHoldsData, Msg: "holds data", Resp: &Response{Signatures: []string{"ext4 filesystem"}}}
 	}
-	return nil
+	if req.Op == OpAdd {
+		return &Response{Result: ResultReAdded, Number: 4}, nil
+	}
+	return nil, nil
 }
 
 func TestControlProtocol(t *testing.T) {
@@ -174,6 +180,19 @@ func TestControlProtocol(t *testing.T) {
 	var oe *OpError
 	if _, err := c.Call(ctx, Request{Op: OpFail, Device: "/nope"}); !errors.As(err, &oe) || oe.Code != CodeNotMember {
 		t.Errorf("fail of a non-member: %v", err)
+	}
+	if r, err := c.Call(ctx, Request{Op: OpAdd, Device: "/fs"}); !errors.As(err, &oe) || oe.Code != CodeHoldsData ||
+		r == nil || len(r.Signatures) != 1 || oe.Resp == nil || oe.Resp.Signatures[0] != "ext4 filesystem" {
+		t.Errorf("add of a device holding data: %+v %v", r, err)
+	}
+	if r, err := c.Call(ctx, Request{Op: OpAdd, Device: "/d"}); err != nil || !r.OK || r.Result != ResultReAdded || r.Number != 4 {
+		t.Errorf("add: %+v %v", r, err)
+	}
+	if _, err := c.Call(ctx, Request{Op: OpAction}); !errors.As(err, &oe) || oe.Code != CodeInvalid {
+		t.Errorf("action without an action: %v", err)
+	}
+	if r, err := c.Call(ctx, Request{Op: OpAction, Action: "check"}); err != nil || !r.OK {
+		t.Errorf("action: %+v %v", r, err)
 	}
 	if _, err := c.Call(ctx, Request{Op: OpFail}); !errors.As(err, &oe) || oe.Code != CodeInvalid {
 		t.Errorf("fail without a device: %v", err)

@@ -58,6 +58,13 @@ type Config struct {
 	Metrics     *metrics.Array
 	MetricsAddr string
 
+	// WrapDevice, if set, wraps a device that manage adds (as assemble
+	// wraps the members it opens), e.g. for fault injection in tests.
+	WrapDevice func(path string, d engine.Device) (engine.Device, error)
+	// SyncLimits, if not zero, are set on the array at Start
+	// (sync_speed_min/max).
+	SyncLimits engine.SyncLimits
+
 	// Logf receives log lines (timestamps are added by the caller's
 	// logger).
 	Logf func(format string, a ...any)
@@ -78,6 +85,9 @@ type Service struct {
 	nbdAddr  string
 	fuse     *fuseexport.Server
 
+	memMu   sync.RWMutex // guards cfg.Members and removed
+	removed map[int]bool // device indexes removed from the array
+
 	mu       sync.Mutex // serialises Stop and Manage
 	stopping bool
 	done     chan struct{}
@@ -94,7 +104,13 @@ func Start(cfg Config) (*Service, error) {
 	if cfg.Logf == nil {
 		cfg.Logf = func(string, ...any) {}
 	}
-	s := &Service{cfg: cfg, started: time.Now(), done: make(chan struct{}), tick: make(chan struct{})}
+	s := &Service{cfg: cfg, started: time.Now(), done: make(chan struct{}), tick: make(chan struct{}),
+		removed: map[int]bool{}}
+	cfg.Members = append([]MemberSpec(nil), cfg.Members...)
+	s.cfg.Members = cfg.Members
+	if cfg.SyncLimits != (engine.SyncLimits{}) {
+		cfg.Array.SetSyncLimits(cfg.SyncLimits)
+	}
 	s.backend = NewBackend(cfg.Array, cfg.Metrics)
 	p := PathsFor(cfg.RunDir, cfg.Name)
 	var err error
@@ -295,6 +311,13 @@ func (s *Service) updateMetrics() {
 		m.SetState(metrics.StateActive)
 	}
 	m.SetMembers(a.Geometry().RaidDisks(), a.Degraded())
+	ss := a.SyncStatus()
+	act := metrics.SyncAction(ss.Action)
+	if act == "" {
+		act = metrics.SyncIdle
+	}
+	m.SetSync(act, ss.Done, ss.Total)
+	m.SetMismatches(ss.Mismatches)
 	if st, ok := a.BitmapStats(); ok {
 		// The engine exposes flush counters only: spread the bytes of the
 		// flushes since the last update evenly over them.
@@ -307,6 +330,12 @@ func (s *Service) updateMetrics() {
 		s.bmFlushes, s.bmBytes = st.Flushes, st.Bytes
 	}
 }
+
+// md's defaults for sync_speed_min and sync_speed_max (KiB/s).
+const (
+	DefaultSyncSpeedMin = 1000
+	DefaultSyncSpeedMax = 200000
+)
 
 // Status reports the array state (control request "status").
 func (s *Service) Status() (*Status, error) {
@@ -327,7 +356,8 @@ func (s *Service) Status() (*Status, error) {
 		Clean:            a.Clean(),
 		Degraded:         a.Degraded(),
 		ReadOnly:         s.cfg.ReadOnly,
-		SyncAction:       "idle",
+		SyncAction:       engine.ActionIdle,
+		FailedReason:     a.FailedReason(),
 		NBDSocket:        s.nbdPath,
 		NBDListen:        s.nbdAddr,
 		NBDTLS:           s.nbdAddr != "" && s.cfg.TLS != nil,
@@ -335,7 +365,25 @@ func (s *Service) Status() (*Status, error) {
 		Metrics:          s.cfg.MetricsAddr,
 		ComponentSectors: g.DevSectors(0),
 	}
+	ss := a.SyncStatus()
+	if ss.Action != "" {
+		st.SyncAction = ss.Action
+	}
+	if st.SyncAction != engine.ActionIdle {
+		st.SyncDone, st.SyncTotal, st.SyncSpeed, st.SyncStarted = ss.Done, ss.Total, ss.SpeedKBps, ss.Started
+	}
+	st.LastSyncAction, st.Mismatches, st.SyncWritten, st.SyncCheckpoint = ss.LastAction, ss.Mismatches, ss.Written, ss.Checkpoint
+	lim := a.SyncLimitsOf()
+	st.SyncSpeedMin, st.SyncSpeedMax = lim.MinKBps, lim.MaxKBps
+	if st.SyncSpeedMin == 0 {
+		st.SyncSpeedMin = DefaultSyncSpeedMin
+	}
+	if st.SyncSpeedMax == 0 {
+		st.SyncSpeedMax = DefaultSyncSpeedMax
+	}
 	members := a.Members()
+	s.memMu.RLock()
+	defer s.memMu.RUnlock()
 	var ref *MemberSpec
 	for _, mi := range members {
 		ms := MemberStatus{Role: mi.Role, DevNumber: -1, State: mi.State.String(), Events: mi.Events,
@@ -343,7 +391,7 @@ func (s *Service) Status() (*Status, error) {
 		if mi.State == engine.Recovering {
 			ms.RecoveryOffset = mi.RecoveryOffset
 		}
-		if mi.Device >= 0 && mi.Device < len(s.cfg.Members) {
+		if mi.Device >= 0 && mi.Device < len(s.cfg.Members) && s.cfg.Members[mi.Device].Path != "" {
 			spec := &s.cfg.Members[mi.Device]
 			ms.Path, ms.Block, ms.Major, ms.Minor, ms.DevNumber = spec.Path, spec.Block, spec.Major, spec.Minor, spec.DevNumber
 			ms.FailFast = spec.FailFast
@@ -355,8 +403,10 @@ func (s *Service) Status() (*Status, error) {
 	}
 	if ref == nil {
 		for i := range s.cfg.Members {
-			ref = &s.cfg.Members[i]
-			break
+			if !s.removed[i] && s.cfg.Members[i].Path != "" {
+				ref = &s.cfg.Members[i]
+				break
+			}
 		}
 	}
 	if ref != nil {
@@ -401,72 +451,16 @@ func readSuper(m *MemberSpec) (*superblock.Superblock, []byte, error) {
 	return nil, nil, lastErr
 }
 
-// Manage runs a manage operation on a member (mdadm --fail, --remove,
-// --add, --re-add).
-func (s *Service) Manage(op, device string) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.stopping {
-		return Errorf(CodeFailed, "the array is stopping")
-	}
-	a := s.cfg.Array
-	idx := s.findMember(device)
-	switch op {
-	case OpAdd, OpReAdd:
-		if idx >= 0 {
-			return Errorf(CodeBusy, "%s is already a member", device)
-		}
-		return Errorf(CodeUnsupported, "adding members needs recovery, which the engine cannot do yet")
-	}
-	if idx < 0 {
-		return Errorf(CodeNotMember, "%s is not a member of the array", device)
-	}
-	var info *engine.MemberInfo
-	for _, mi := range a.Members() {
-		if mi.Device == idx {
-			mi := mi
-			info = &mi
-		}
-	}
-	if info == nil {
-		return Errorf(CodeNotMember, "%s is not a member of the array", device)
-	}
-	switch op {
-	case OpFail:
-		if s.cfg.ReadOnly {
-			return Errorf(CodeFailed, "the array is read-only")
-		}
-		if info.State == engine.Faulty {
-			return nil
-		}
-		if info.Role < 0 {
-			return Errorf(CodeUnsupported, "failing a spare is not supported by the engine yet")
-		}
-		if err := a.Fail(info.Role); err != nil {
-			return Errorf(CodeFailed, "%v", err)
-		}
-		for _, mi := range a.Members() {
-			if mi.Device == idx && mi.State != engine.Faulty {
-				// md refuses to fail the last copy of the data.
-				return Errorf(CodeBusy, "md refuses to fail the last working copy")
-			}
-		}
-		s.cfg.Logf("md: %s marked faulty", device)
-		return nil
-	case OpRemove:
-		if info.State == engine.InSync || info.State == engine.Recovering {
-			return Errorf(CodeBusy, "%s is an active member", device)
-		}
-		return Errorf(CodeUnsupported, "removing members is not supported by the engine yet")
-	}
-	return Errorf(CodeInvalid, "unknown operation %q", op)
-}
-
 // findMember returns the index of the member that device names (same
 // path, same file, or same block device), or -1.
 func (s *Service) findMember(device string) int {
+	s.memMu.RLock()
+	defer s.memMu.RUnlock()
 	fi, err := os.Stat(device)
 	for i, m := range s.cfg.Members {
+		if s.removed[i] || m.Path == "" {
+			continue
+		}
 		if m.Path == device {
 			return i
 		}
