@@ -157,6 +157,7 @@ overrides the built-in defaults (mdadm's).`,
 		newManageCmd(env),
 		newWaitCmd(env),
 		newActionCmd(env),
+		newMonitorCmd(env),
 		newGenDocsCmd(),
 	)
 	return root
