@@ -11,7 +11,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"mdtool/engine/daemon")
+	"mdtool/engine/daemon"
+)
 
 const monitorLong = `Watch running arrays and report events, as "mdadm --monitor" (--follow, -F)
 does: the arrays given, or with --scan every array that mdtool serves (the
