@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -202,6 +203,180 @@ func TestKernelInterop(t *testing.T) {
 		case r.state != "clean" || r.mismatch != "0" || r.md5 != a.md5 || (a.bitmap && r.dirty != "0"):
 			t.Errorf("%s (kernel-made, written by mdtool): kernel sees state %q, mismatch_cnt %s, md5 %s (want %s), dirty %s",
 				a.name, r.state, r.mismatch, r.md5, a.md5, r.dirty)
+		}
+	}
+}
+
+// policyArray is one array of TestKernelAssemblePolicy.
+type policyArray struct {
+	md    string
+	devs  []string // host image paths
+	guest []string // /dev/vdX
+}
+
+// policyStep is one assembly of TestKernelAssemblePolicy: the same flags
+// and members for mdadm 4.2 in the VM and for mdtool.
+type policyStep struct {
+	id      string
+	array   *policyArray
+	flags   []string
+	members []int // indices into devs
+	started bool  // the array is expected to start
+}
+
+// TestKernelAssemblePolicy runs the same assemblies with mdadm 4.2 (Linux
+// 6.1, mdvm) and with mdtool: a newly degraded array starts only with
+// --run (or --force), an array whose superblocks already record it
+// degraded starts without, --no-degraded leaves it unstarted, too few
+// members never start, stale members are left out, and --force brings
+// stale event counts up. mdtool must exit as mdadm does and print every
+// line mdadm prints (device names mapped, "mdadm:" as "mdtool:"); it may
+// say more (which members it left out and why).
+func TestKernelAssemblePolicy(t *testing.T) {
+	mdvm.Require(t)
+	const size = 32 << 20
+	dir := t.TempDir()
+	runDir := filepath.Join(dir, "run")
+	mk := func(md string, n int, opts []string, missing int) *policyArray {
+		a := &policyArray{md: md}
+		var args []string
+		for i := 0; i < n; i++ {
+			if i == missing {
+				args = append(args, "missing")
+			}
+			p := sparse(t, dir, fmt.Sprintf("%s-d%d.img", filepath.Base(md), i), size)
+			a.devs = append(a.devs, p)
+			args = append(args, p)
+		}
+		if missing == n {
+			args = append(args, "missing")
+		}
+		full := append(append([]string{"create", md, "--run", "--homehost=testhost", "--assume-clean"}, opts...), args...)
+		if code, _, errs := mdtool(t, full...); code != 0 {
+			t.Fatalf("create %v: exit %d: %s", full, code, errs)
+		}
+		return a
+	}
+	whole := mk("/dev/md/pa", 4, []string{"-l5", "-n4"}, -1)
+	runDeg := mk("/dev/md/pb", 4, []string{"-l5", "-n4"}, -1)
+	created := mk("/dev/md/pc", 3, []string{"-l5", "-n4"}, 1)  // raid5 made with one slot missing
+	created6 := mk("/dev/md/pd", 4, []string{"-l6", "-n5"}, 4) // raid6 made with one slot missing
+	stale := mk("/dev/md/pe", 3, []string{"-l5", "-n3"}, -1)   // one member stale
+	forced := mk("/dev/md/pf", 4, []string{"-l5", "-n4"}, -1)  // two members stale
+	// stale: written on two members only.
+	s := serve(t, runDir, stale.md, "--run", stale.devs[0], stale.devs[1])
+	nbdWrite(t, s.nbdURI(), 1<<20)
+	s.stop()
+	// forced: the old copies of two members come back after a write.
+	for _, i := range []int{2, 3} {
+		copyFile(t, forced.devs[i], forced.devs[i]+".old")
+	}
+	s = serve(t, runDir, forced.md, forced.devs...)
+	nbdWrite(t, s.nbdURI(), 1<<20)
+	s.stop()
+	for _, i := range []int{2, 3} {
+		copyFile(t, forced.devs[i]+".old", forced.devs[i])
+	}
+
+	// Per array, steps that must not start it come first; at most the
+	// last one starts it (the VM's writes are thrown away, mdtool's are
+	// not, so both see the same members at every step).
+	steps := []policyStep{
+		{"newly degraded", whole, nil, []int{0, 1, 2}, false},
+		{"too few", whole, nil, []int{0, 1}, false},
+		{"too few with --run", whole, []string{"--run"}, []int{0, 1}, false},
+		{"newly degraded --no-degraded", whole, []string{"--no-degraded"}, []int{0, 1, 3}, false},
+		{"newly degraded --force", whole, []string{"--force"}, []int{0, 1, 3}, true},
+		{"newly degraded --run", runDeg, []string{"--run"}, []int{1, 2, 3}, true},
+		{"created degraded, one more missing", created6, nil, []int{0, 1, 3}, false},
+		{"created degraded, one more missing --run", created6, []string{"--run"}, []int{0, 1, 3}, true},
+		{"created degraded, two more missing", created, nil, []int{0, 2}, false},
+		{"created degraded", created, nil, []int{2, 0, 1}, true},
+		{"stale member", stale, nil, []int{2, 1, 0}, true},
+		{"two stale members", forced, nil, []int{0, 1, 2, 3}, false},
+		{"two stale members --force", forced, []string{"--force"}, []int{0, 1, 2, 3}, true},
+	}
+	var disks []mdvm.Disk
+	for _, a := range []*policyArray{whole, runDeg, created, created6, stale, forced} {
+		for _, d := range a.devs {
+			a.guest = append(a.guest, "/dev/vd"+string(rune('a'+len(disks))))
+			disks = append(disks, mdvm.Disk{Path: d, Mode: mdvm.COW})
+		}
+	}
+	var script strings.Builder
+	for i, st := range steps {
+		var m []string
+		for _, k := range st.members {
+			m = append(m, st.array.guest[k])
+		}
+		fmt.Fprintf(&script, "echo '== %d'\n", i)
+		fmt.Fprintf(&script, "mdadm --assemble %s %s %s 2>&1; echo \"RC $?\"\n", st.array.md, strings.Join(st.flags, " "), strings.Join(m, " "))
+		fmt.Fprintf(&script, "grep -q '^md' /proc/mdstat && cat /proc/mdstat | grep '^md' | sed 's/^/MDSTAT /'\n")
+		fmt.Fprintf(&script, "mdadm --stop %s >/dev/null 2>&1; echo '== end'\n", st.array.md)
+	}
+	out := string(mdvm.MustExec(t, mdvm.Run{Disks: disks, Script: script.String(), Timeout: 300 * time.Second}))
+	blocks := regexp.MustCompile(`(?ms)^== (\d+)\n(.*?)^RC (\d+)\n(.*?)^== end$`).FindAllStringSubmatch(out, -1)
+	if len(blocks) != len(steps) {
+		t.Fatalf("%d of %d steps ran in the VM:\n%s", len(blocks), len(steps), out)
+	}
+	for _, b := range blocks {
+		i, _ := strconv.Atoi(b[1])
+		st := steps[i]
+		mdadmOut, mdadmRC, mdstat := b[2], b[3], b[4]
+		t.Logf("%s: mdadm exit %s:\n%s", st.id, mdadmRC, mdadmOut)
+		if !strings.Contains(mdadmOut, "mdadm: ") {
+			t.Errorf("%s: mdadm said nothing:\n%s", st.id, out)
+		}
+		if started := strings.Contains(mdstat, " : active "); started != st.started {
+			t.Errorf("%s: mdadm started the array: %v, the test expects %v:\n%s%s", st.id, started, st.started, mdadmOut, mdstat)
+		}
+		// mdtool on the same members.
+		var args []string
+		for _, k := range st.members {
+			args = append(args, st.array.devs[k])
+		}
+		code, errs, started := assembleOnce(t, runDir, st.array.md, append(append([]string{}, st.flags...), args...))
+		if started != st.started || strconv.Itoa(code) != mdadmRC {
+			t.Errorf("%s: mdtool exit %d, started %v; mdadm exit %s:\nmdadm:\n%smdtool:\n%s", st.id, code, started, mdadmRC, mdadmOut, errs)
+		}
+		for _, line := range strings.Split(strings.TrimSpace(mdadmOut), "\n") {
+			want := strings.Replace(line, "mdadm: ", "mdtool: ", 1)
+			for k := len(st.array.guest) - 1; k >= 0; k-- {
+				want = strings.ReplaceAll(want, st.array.guest[k], st.array.devs[k])
+			}
+			if !strings.Contains(errs, want+"\n") {
+				t.Errorf("%s: mdtool does not say %q:\nmdadm:\n%smdtool:\n%s", st.id, want, mdadmOut, errs)
+			}
+		}
+	}
+}
+
+// assembleOnce runs `assemble --foreground` in-process; when the array
+// starts it is stopped at once. It returns the exit status (0 when it
+// started), the stderr of assemble and whether it started.
+func assembleOnce(t *testing.T, runDir, md string, args []string) (int, string, bool) {
+	t.Helper()
+	env, _, errb := daemonEnv()
+	done := make(chan int, 1)
+	go func() {
+		done <- Main(append([]string{"assemble", "--foreground", "--run-dir", runDir, md}, args...), env)
+	}()
+	for {
+		select {
+		case code := <-done:
+			return code, errb.String(), false
+		case <-time.After(5 * time.Millisecond):
+		}
+		if strings.Contains(errb.String(), " has been started with ") {
+			if code, _, errs := mdtool(t, "stop", "--run-dir", runDir, md); code != 0 {
+				t.Fatalf("stop %s: exit %d: %s", md, code, errs)
+			}
+			select {
+			case code := <-done:
+				return code, errb.String(), true
+			case <-time.After(60 * time.Second):
+				t.Fatalf("the daemon of %s did not end", md)
+			}
 		}
 	}
 }

@@ -241,6 +241,16 @@ func TestAssembleRefusalsWriteNothing(t *testing.T) {
 	r5 := mkArray(t, dir, "/dev/md/r5", 4, size, "-l5", "-n4", "--assume-clean")
 	other := mkArray(t, dir, "/dev/md/other", 2, size, "-l1", "-n2", "--assume-clean")
 	blank := sparse(t, dir, "blank.img", size)
+	// A raid6 created with one slot missing: its superblocks record the
+	// array as degraded (4 working of 5).
+	var r6 []string
+	for i := 0; i < 4; i++ {
+		r6 = append(r6, sparse(t, dir, fmt.Sprintf("r6-d%d.img", i), size))
+	}
+	if code, _, errs := mdtool(t, append([]string{"create", "/dev/md/r6", "--run", "--homehost=testhost", "--assume-clean",
+		"-l6", "-n5"}, append(r6, "missing")...)...); code != 0 {
+		t.Fatalf("create r6: exit %d: %s", code, errs)
+	}
 
 	// A stale member: r5 ran degraded on three members and was written,
 	// so the fourth is behind.
@@ -263,6 +273,10 @@ func TestAssembleRefusalsWriteNothing(t *testing.T) {
 			[]string{"cannot open device " + filepath.Join(dir, "nope.img") + ": No such file or directory"}},
 		{"one missing without --run", []string{"/dev/md/r5", r5[0], r5[1], r5[2]}, 1,
 			[]string{"/dev/md/r5 assembled from 3 drives - need all 4 to start it (use --run to insist)."}},
+		{"one more missing than the superblocks record", []string{"/dev/md/r6", r6[0], r6[1], r6[3]}, 1,
+			[]string{"/dev/md/r6 assembled from 3 drives - need 4 to start (use --run to insist)."}},
+		{"newly degraded --no-degraded", []string{"/dev/md/r5", "--no-degraded", r5[0], r5[1], r5[3]}, 1,
+			[]string{"--no-degraded not meaningful without a --scan assembly."}},
 		{"too few", []string{"/dev/md/r5", r5[0], r5[1]}, 1,
 			[]string{"/dev/md/r5 assembled from 2 drives - not enough to start the array."}},
 		{"too few with --run", []string{"/dev/md/r5", "--run", r5[0], r5[1]}, 1,
@@ -278,7 +292,7 @@ func TestAssembleRefusalsWriteNothing(t *testing.T) {
 			[]string{"/dev/md/r5 not identified in config file."}},
 	}
 	all := append(append(append([]string{}, r5...), other...), stale...)
-	all = append(all, blank)
+	all = append(append(all, r6...), blank)
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			before := hashAll(t, all)
@@ -367,6 +381,13 @@ func TestAssembleMessages(t *testing.T) {
 	}
 	s.stop()
 
+	// --force, like mdadm's, starts an array newly degraded without --run.
+	s = serve(t, runDir, "/dev/md/m5", "--force", r5[0], r5[1], r5[3])
+	if got := s.stderr.String(); !strings.Contains(got, "mdtool: /dev/md/m5 has been started with 3 drives (out of 4).\n") {
+		t.Errorf("--force: stderr:\n%s", got)
+	}
+	s.stop()
+
 	// Starting degraded without writing changes no superblock (as in
 	// md): all four members are still current.
 	s = serve(t, runDir, "/dev/md/m5", r5[0], r5[1], r5[2], r5[3])
@@ -387,6 +408,18 @@ func TestAssembleMessages(t *testing.T) {
 	if !strings.Contains(got, "mdtool: "+st[2]+" is not fresh (events 0, the array is at ") ||
 		!strings.Contains(got, "mdtool: /dev/md/stale has been started with 2 drives (out of 3).\n") {
 		t.Errorf("stderr:\n%s", got)
+	}
+	s.stop()
+
+	// An array created with a slot missing: the superblocks record it as
+	// degraded, so it starts without --run (mdadm: working_disks).
+	cd := []string{sparse(t, dir, "cd-d0.img", size), sparse(t, dir, "cd-d1.img", size)}
+	if code, _, errs := mdtool(t, "create", "/dev/md/cd", "--run", "--homehost=testhost", "-l1", "-n3", cd[0], "missing", cd[1]); code != 0 {
+		t.Fatalf("create cd: exit %d: %s", code, errs)
+	}
+	s = serve(t, runDir, "/dev/md/cd", cd...)
+	if got := s.stderr.String(); !strings.Contains(got, "mdtool: /dev/md/cd has been started with 2 drives (out of 3).\n") {
+		t.Errorf("created degraded: stderr:\n%s", got)
 	}
 	s.stop()
 
