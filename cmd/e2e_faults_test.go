@@ -3,6 +3,7 @@ package cmd
 import (
 	"context"
 	"errors"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"reflect"
@@ -14,6 +15,7 @@ import (
 
 	"mdtool/engine"
 	"mdtool/engine/nbd/fiobench"
+	"mdtool/superblock"
 )
 
 // TestParseFaults: the test-only MDTOOL_TEST_FAULTS syntax, and clear
@@ -316,7 +318,37 @@ func TestFaultInjectionFioVerify(t *testing.T) {
 				if ev := examineEvents(t, hostExamine(t, devs[i])); ev >= surv {
 					t.Errorf("faulty member %d: events %d, survivors %d: the failed member must be left behind", i, ev, surv)
 				}
+				// md's super_1_sync writes MD_DISK_ROLE_FAULTY (0xfffe)
+				// for a faulty member into the others' dev_roles.
+				num := readSB12(t, devs[i]).DevNumber
+				for k, d := range devs {
+					if faulty[k] {
+						continue
+					}
+					if sb := readSB12(t, d); int(num) >= len(sb.DevRoles) || sb.DevRoles[num] != superblock.RoleFaulty {
+						t.Errorf("member %d: dev_roles[%d] (faulty member %d) is not 0xfffe: %x", k, num, i, sb.DevRoles)
+					}
+				}
 			}
 		})
 	}
+}
+
+// readSB12 reads the v1.2 superblock of a member image.
+func readSB12(t *testing.T, img string) *superblock.Superblock {
+	t.Helper()
+	f, err := os.Open(img)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	b := make([]byte, 4096)
+	if _, err := f.ReadAt(b, 4096); err != nil {
+		t.Fatal(err)
+	}
+	sb, err := superblock.Parse(b)
+	if err != nil {
+		t.Fatalf("%s: %v", img, err)
+	}
+	return sb
 }
