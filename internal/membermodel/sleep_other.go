@@ -1,0 +1,7 @@
+//go:build !linux
+
+package membermodel
+
+import "time"
+
+func sleep(d time.Duration) { time.Sleep(d) }
