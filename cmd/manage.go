@@ -184,7 +184,7 @@ func runManage(env *Env, c *cobra.Command, args []string, runDir string) error {
 				return usagef("%s: an operation (--fail, --remove, --add, --re-add, --replace) must come before the devices", a)
 			}
 			abs := a
-			if strings.Contains(a, "/") && !filepath.IsAbs(a) {
+			if (strings.Contains(a, "/") || isFile(a)) && !filepath.IsAbs(a) {
 				if p, err := filepath.Abs(a); err == nil {
 					abs = p
 				}
@@ -282,7 +282,9 @@ func (m *manageRun) expand(op *manageOp) (paths []string, ok bool, err error) {
 		}
 		m.errf("no devices to scan for missing members.\n")
 		return nil, true, nil
-	case !strings.Contains(dev, "/") && !strings.Contains(dev, ":"):
+	case !strings.Contains(dev, "/") && !strings.Contains(dev, ":") && !isFile(dev):
+		// A kernel name such as "loop1" (mdadm); an image file in the
+		// current directory is a path.
 		if op.disp != dispRemove && op.disp != dispFail {
 			m.errf("%s only meaningful with -r or -f, not -%c\n", dev, op.disp)
 			return nil, true, errAbort
@@ -545,4 +547,11 @@ func opFailure(err error) (code, reason string) {
 		return oe.Code, "Invalid argument"
 	}
 	return oe.Code, oe.Msg
+}
+
+// isFile reports whether name is an existing file or device (not a
+// directory).
+func isFile(name string) bool {
+	fi, err := os.Stat(name)
+	return err == nil && !fi.IsDir()
 }

@@ -82,10 +82,12 @@ func TestMonitorEvents(t *testing.T) {
 	devs := mkArray(t, dir, "/dev/md/mon", 2, 32<<20, "-l1", "-n2", "--assume-clean", "--bitmap=internal")
 	s := serve(t, runDir, "/dev/md/mon", devs...)
 	ev := newEventLog(t, dir)
-	startMonitor(t, runDir, "--delay", "1", "--program", ev.script, "/dev/md/mon")
-	// The first check of a healthy array raises nothing; give it time.
+	startMonitor(t, runDir, "--delay", "1", "--test", "--program", ev.script, "/dev/md/mon")
+	// The first check of a healthy array raises nothing but the test
+	// message.
+	ev.wait("TestMessage /dev/md/mon")
 	time.Sleep(1500 * time.Millisecond)
-	if l := ev.lines(); len(l) != 0 {
+	if l := ev.lines(); len(l) != 1 {
 		t.Errorf("events on a healthy array: %q", l)
 	}
 	if code, _, errs := mdtool(t, "/dev/md/mon", "--fail", devs[0], "--run-dir", runDir); code != 0 {
@@ -145,7 +147,7 @@ func TestMonitorEvents(t *testing.T) {
 	// Stopping the array: DeviceDisappeared.
 	s.stop()
 	ev.wait("DeviceDisappeared /dev/md/mon")
-	if got := ev.lines(); len(got) != 2 {
+	if got := ev.lines(); len(got) != 3 {
 		t.Errorf("events: %q", got)
 	}
 }

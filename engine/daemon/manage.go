@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"golang.org/x/sys/unix"
 
@@ -63,6 +64,10 @@ func engineError(err error) error {
 		return Errorf(CodeNotReAddable, "%v", err)
 	case errors.Is(err, engine.ErrReadOnly):
 		return Errorf(CodeReadOnly, "%v", err)
+	case errors.Is(err, engine.ErrFailed):
+		return Errorf(CodeArrayFailed, "%v", err)
+	case strings.Contains(err.Error(), "not large enough"):
+		return Errorf(CodeTooSmall, "%v", err)
 	}
 	return Errorf(CodeFailed, "%v", err)
 }
@@ -241,6 +246,10 @@ func (s *Service) add(req Request) (*Response, error) {
 	if s.cfg.ReadOnly {
 		return fail(Errorf(CodeReadOnly, "the array is read-only"))
 	}
+	if lv := a.Geometry().Level(); lv == layout.RAID0 || lv == layout.Linear {
+		// md: "personality does not support diskops" (EINVAL).
+		return fail(Errorf(CodeInvalid, "%v takes no spares", lv))
+	}
 	fd, dev, spec, err := s.openMember(req.Device)
 	if err != nil {
 		return fail(err)
@@ -304,6 +313,11 @@ func (s *Service) add(req Request) (*Response, error) {
 	if wasActive && req.Op != OpAddSpare {
 		opts.ReAdd = true
 		idx, err = a.AddDevice(dev, opts)
+		if err != nil && idx >= 0 {
+			done = true
+			s.recordMember(idx, spec, size)
+			return fail(engineError(err))
+		}
 		switch {
 		case err == nil:
 			result = ResultReAdded
@@ -317,7 +331,13 @@ func (s *Service) add(req Request) (*Response, error) {
 		}
 	}
 	if idx < 0 {
-		if idx, err = a.AddDevice(dev, opts); err != nil {
+		idx, err = a.AddDevice(dev, opts)
+		if err != nil && idx >= 0 {
+			// In the array, but failed at once: keep track of it.
+			done = true
+			s.recordMember(idx, spec, size)
+		}
+		if err != nil {
 			return fail(engineError(err))
 		}
 	}
