@@ -88,6 +88,7 @@ type serveOptions struct {
 	tlsCert, tlsKey, tlsCA string
 	fuse, metrics          string
 	safeModeDelay          time.Duration
+	syncMin, syncMax       uint64
 	verbose                int
 	// noSignals leaves signal handling to the caller (in-process tests).
 	noSignals bool
@@ -153,7 +154,9 @@ func addServeFlags(f *pflag.FlagSet, s *serveOptions) {
 	f.StringVar(&s.fuse, "fuse", "", "mount a FUSE file system on DIR holding the array as one file")
 	f.StringVar(&s.metrics, "metrics", "", "serve Prometheus metrics on ADDR (HOST:PORT) at /metrics")
 	f.DurationVar(&s.safeModeDelay, "safe-mode-delay", 200*time.Millisecond, "idle time after the last write before the array is marked clean (md safe_mode_delay)")
-	markConfigurable(f, "nbd-listen", "tls-cert", "tls-key", "tls-ca", "metrics", "safe-mode-delay")
+	f.Uint64Var(&s.syncMin, "sync-speed-min", 0, "md sync_speed_min in KiB/s (0: 1000); see also: mdtool action")
+	f.Uint64Var(&s.syncMax, "sync-speed-max", 0, "md sync_speed_max in KiB/s (0: 200000); see also: mdtool action")
+	markConfigurable(f, "nbd-listen", "tls-cert", "tls-key", "tls-ca", "metrics", "safe-mode-delay", "sync-speed-min", "sync-speed-max")
 }
 
 // assembleIdent is mdadm's struct mddev_ident: what an array must match.
@@ -1339,6 +1342,7 @@ func (as *assembler) start(j assembleJob, mddev, name string, devs []*asmDev, or
 		Members: specs, SuperMinor: devs[order[0]].minor, ReadOnly: as.o.readonly,
 		NBDSocket: as.o.srv.nbdSocket, NBDListen: as.o.srv.nbdListen, FUSEDir: as.o.srv.fuse,
 		Metrics: ma, MetricsAddr: as.metricsAddr,
+		SyncLimits: engine.SyncLimits{MinKBps: as.o.srv.syncMin, MaxKBps: as.o.srv.syncMax}, WrapDevice: wrapFaults,
 		Logf: func(format string, a ...any) { log.Printf(mddev+": "+format, a...) }}
 	if as.o.srv.tlsCert != "" || as.o.srv.tlsKey != "" {
 		cfg.TLS, err = daemon.LoadTLS(as.o.srv.tlsCert, as.o.srv.tlsKey, as.o.srv.tlsCA)
