@@ -55,6 +55,10 @@ type Options struct {
 	Clock func() time.Time
 	// Logf receives kernel-log-like messages (member failures, repairs).
 	Logf func(format string, args ...any)
+	// NoAutoSync keeps the background goroutine from starting a resync
+	// or a recovery on its own (md_check_recovery); AddDevice, Replace,
+	// FailDevice and StartAction still start one. For tests.
+	NoAutoSync bool
 }
 
 // DefaultOptions returns the options of a normal open: any 1.x metadata,
@@ -79,6 +83,17 @@ type member struct {
 	failFast    bool
 	sbEvents    uint64 // events of the superblock last written/read
 	memory      bool   // the device works at memory speed
+	// recCP is the recovery_offset recorded in the superblocks (md's
+	// rdev->recovery_offset, updated at checkpoints); recovery is the
+	// live position.
+	recCP atomic.Uint64
+	// savedRole is md's saved_raid_disk: the role of a re-added member,
+	// recovered guided by the bitmap; -1 means a full recovery.
+	savedRole int
+	// replacement: the member rebuilds as the replacement of the member
+	// in its role (MD_FEATURE_REPLACEMENT).
+	replacement bool
+	removed     atomic.Bool // taken out by RemoveDevice
 }
 
 func (m *member) State() MemberState { return MemberState(m.state.Load()) }
@@ -138,6 +153,15 @@ type Array struct {
 	uuid     [16]byte
 	failed   atomic.Bool
 	failMu   sync.Mutex // serialises failure decisions
+
+	// cfgMu guards changes of roles, all and devs (spares taking a role,
+	// added devices); user I/O is suspended while they change.
+	cfgMu     sync.RWMutex
+	suspended atomic.Bool
+	suspMu    sync.Mutex
+	suspCond  *sync.Cond
+	userIO    atomic.Uint64 // user requests, for md's is_mddev_idle
+	sc        syncCtl
 }
 
 // Open assembles the array whose members are devs (in any order; spares
@@ -173,6 +197,8 @@ func Open(devs []Device, opts Options) (*Array, error) {
 	}
 	ref := as.ref.sb
 	a := &Array{opts: opts, devs: devs, n: int(ref.RaidDisks), drained: make(chan struct{}, 1), uuid: ref.SetUUID}
+	a.suspCond = sync.NewCond(&a.suspMu)
+	a.sc.init()
 	a.level = layout.Level(ref.Level)
 	p := layout.Params{
 		Level:            a.level,
@@ -188,7 +214,8 @@ func Open(devs []Device, opts Options) (*Array, error) {
 	mk := func(i, role int) *member {
 		ls := as.supers[i]
 		m := &member{dev: devs[i], index: i, role: role, ls: ls, dataOff: int64(ls.sb.DataOffset) * 512,
-			lbs: int64(devs[i].Geometry().LogicalBlock), sbEvents: ls.sb.Events, memory: devs[i].Geometry().Memory}
+			lbs: int64(devs[i].Geometry().LogicalBlock), sbEvents: ls.sb.Events, memory: devs[i].Geometry().Memory,
+			savedRole: -1}
 		m.writeMostly = ls.sb.DevFlags&superblock.DevFlagWriteMostly != 0
 		m.failFast = ls.sb.DevFlags&superblock.DevFlagFailFast != 0
 		m.corrected.Store(ls.sb.CntCorrectedRead)
@@ -205,8 +232,16 @@ func Open(devs []Device, opts Options) (*Array, error) {
 		m := mk(i, role)
 		sb := as.supers[i].sb
 		if sb.FeatureMap&superblock.FeatureRecoveryOffset != 0 {
+			// super_1_validate: a partly recovered member, resumed from
+			// its recovery_offset; guided by the bitmap when it was a
+			// re-add (MD_FEATURE_RECOVERY_BITMAP).
 			m.state.Store(uint32(Recovering))
 			m.recovery.Store(sb.RecoveryOffset)
+			m.recCP.Store(sb.RecoveryOffset)
+			if sb.FeatureMap&superblock.FeatureRecoveryBitmap != 0 {
+				m.savedRole = role
+			}
+			m.replacement = sb.FeatureMap&superblock.FeatureReplacement != 0
 		} else {
 			m.state.Store(uint32(InSync))
 		}
@@ -274,7 +309,10 @@ func Open(devs []Device, opts Options) (*Array, error) {
 		a.meta.inSync = true
 		a.meta.state.Store(stateClean)
 	}
-	if !a.meta.inSync && a.degraded() > 0 && a.striped != nil && !opts.Force {
+	// raid5_run: members that are only partly recovered hold parity for
+	// what is beyond their recovery offset, so they do not count against
+	// a dirty array (dirty_parity_disks).
+	if !a.meta.inSync && a.degraded()-a.recovering() > 0 && a.striped != nil && !opts.Force {
 		return nil, fmt.Errorf("%w: cannot start dirty degraded array (use Force)", ErrFailed)
 	}
 	a.bm = noBitmap{}
@@ -296,6 +334,17 @@ func Open(devs []Device, opts Options) (*Array, error) {
 		go a.daemon(ctx)
 	}
 	return a, nil
+}
+
+// recovering counts roles whose member is being recovered.
+func (a *Array) recovering() int {
+	n := 0
+	for _, m := range a.roles {
+		if m != nil && m.State() == Recovering {
+			n++
+		}
+	}
+	return n
 }
 
 // redundant says whether the level has redundancy (and so a clean/active
@@ -335,9 +384,11 @@ func (a *Array) maxDegraded() int {
 // checkRedundancy fails when the working members cannot serve every
 // sector.
 func (a *Array) checkRedundancy() error {
+	// Like md's degraded count, only in-sync members serve every sector:
+	// a member being recovered does not count.
 	working := func(r int) bool {
 		m := a.roles[r]
-		return m != nil && m.State() != Faulty
+		return m != nil && m.State() == InSync && !m.removed.Load()
 	}
 	switch a.level {
 	case layout.RAID10:
@@ -411,18 +462,27 @@ type MemberInfo struct {
 // Members describes each role (Missing when no device) followed by the
 // spares.
 func (a *Array) Members() []MemberInfo {
-	var out []MemberInfo
-	for r, m := range a.roles {
+	a.cfgMu.RLock()
+	ms := make([]*member, 0, len(a.all)+a.n)
+	for _, m := range a.roles {
+		if m != nil && m.removed.Load() {
+			m = nil
+		}
+		ms = append(ms, m)
+	}
+	for _, m := range a.all {
+		if m.role < 0 && !m.removed.Load() {
+			ms = append(ms, m)
+		}
+	}
+	a.cfgMu.RUnlock()
+	out := make([]MemberInfo, 0, len(ms))
+	for r, m := range ms {
 		if m == nil {
 			out = append(out, MemberInfo{Device: -1, Role: r, State: Missing})
 			continue
 		}
 		out = append(out, a.info(m))
-	}
-	for _, m := range a.all {
-		if m.role < 0 {
-			out = append(out, a.info(m))
-		}
 	}
 	return out
 }
@@ -454,12 +514,24 @@ func (a *Array) Clean() bool {
 func (a *Array) Degraded() int { return a.degraded() }
 
 func (a *Array) enter() error {
-	a.inflight.Add(1)
-	if a.closed.Load() {
+	for {
+		a.inflight.Add(1)
+		if a.closed.Load() {
+			a.leave()
+			return ErrClosed
+		}
+		if !a.suspended.Load() {
+			return nil
+		}
+		// A configuration change (a spare taking a role) waits for the
+		// requests in flight; wait for it to end.
 		a.leave()
-		return ErrClosed
+		a.suspMu.Lock()
+		for a.suspended.Load() {
+			a.suspCond.Wait()
+		}
+		a.suspMu.Unlock()
 	}
-	return nil
 }
 
 func (a *Array) leave() {
@@ -488,6 +560,7 @@ func (a *Array) ReadAt(p []byte, off int64) (int, error) {
 		return 0, err
 	}
 	defer a.leave()
+	a.userIO.Add(1)
 	done := int64(0)
 	err := a.pieces(off, int64(len(p)), func(o, n int64, full bool) error {
 		err := a.pers.read(p[o-off:o-off+n], uint64(o>>9))
@@ -524,6 +597,7 @@ func (a *Array) write(p []byte, off int64, fua bool) (int, error) {
 	if len(p) == 0 {
 		return 0, nil
 	}
+	a.userIO.Add(1)
 	key := uint64(off >> 20)
 	if err := a.writeStart(key); err != nil {
 		return 0, err
@@ -658,6 +732,7 @@ func (a *Array) zeroOrDiscard(off, n int64, discard bool) error {
 	if n == 0 {
 		return nil
 	}
+	a.userIO.Add(1)
 	key := uint64(off >> 20)
 	if err := a.writeStart(key); err != nil {
 		return err
@@ -678,6 +753,8 @@ func (a *Array) Close() error {
 	}
 	a.isClosed = true
 	a.closed.Store(true)
+	// md_do_sync interrupted: the running action stops and records where.
+	a.stopSync(true)
 	if a.inflight.Load() > 0 {
 		for a.inflight.Load() > 0 {
 			select {
@@ -699,11 +776,22 @@ func (a *Array) Close() error {
 			errs = append(errs, err)
 		}
 	}
+	a.cfgMu.RLock()
+	removed := make(map[Device]bool)
+	for _, m := range a.all {
+		if m.removed.Load() {
+			removed[m.dev] = true
+		}
+	}
 	for _, d := range a.devs {
+		if removed[d] {
+			continue // closed by RemoveDevice
+		}
 		if err := d.Close(); err != nil {
 			errs = append(errs, err)
 		}
 	}
+	a.cfgMu.RUnlock()
 	return errors.Join(errs...)
 }
 
@@ -738,6 +826,9 @@ func (a *Array) daemon(ctx context.Context) {
 		if err := a.bm.Tick(now); err != nil && !bmErrLogged {
 			a.opts.Logf("md: bitmap daemon: %v", err)
 			bmErrLogged = true
+		}
+		if !a.opts.NoAutoSync {
+			a.checkRecovery()
 		}
 	}
 }
@@ -788,7 +879,7 @@ func (a *Array) markFaulty(m *member, cause error) bool {
 		return true
 	}
 	if !a.redundant() {
-		a.failed.Store(true)
+		a.setFailed(fmt.Sprintf("%v has no redundancy and device %d failed: %v", a.level, m.index, cause))
 		a.opts.Logf("md: %v: member %d failed: %v; array broken", a.level, m.index, cause)
 		return false
 	}
@@ -804,8 +895,8 @@ func (a *Array) markFaulty(m *member, cause error) bool {
 	m.state.Store(uint32(Faulty))
 	a.opts.Logf("md/%v: Disk failure on device %d (role %d), disabling device. Operation continuing on %d devices.",
 		a.level, m.index, m.role, a.n-a.degraded())
-	if a.checkRedundancy() != nil {
-		a.failed.Store(true)
+	if err := a.checkRedundancy(); err != nil {
+		a.setFailed(fmt.Sprintf("device %d (role %d) failed: %v; %v", m.index, m.role, cause, err))
 	}
 	a.meta.devsDirty.Store(true)
 	return true

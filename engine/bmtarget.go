@@ -17,10 +17,13 @@ type bitmapTarget struct{ a *Array }
 // faulty, as md_error does from the bitmap's write path.
 func (t bitmapTarget) WriteBitmap(index int, off int64, p []byte) error {
 	a := t.a
+	a.cfgMu.RLock()
 	if index < 0 || index >= len(a.all) {
+		a.cfgMu.RUnlock()
 		return fmt.Errorf("engine: bitmap write to unknown member %d", index)
 	}
 	m := a.all[index]
+	a.cfgMu.RUnlock()
 	if !m.writable() {
 		return nil
 	}
@@ -43,6 +46,8 @@ func (t bitmapTarget) WriteBitmap(index int, off int64, p []byte) error {
 func (t bitmapTarget) Members() []wib.MemberGeom {
 	a := t.a
 	var out []wib.MemberGeom
+	a.cfgMu.RLock()
+	defer a.cfgMu.RUnlock()
 	for i, m := range a.all {
 		if m.role < 0 || !m.writable() {
 			continue

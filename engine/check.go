@@ -19,14 +19,33 @@ const checkPage = 8 // sectors compared at a time, like md's STRIPE_SECTORS
 // copies) and returns md's mismatch_cnt: the number of sectors in 4 KiB
 // units that disagree. With repair it rewrites parity (or copies the first
 // in-sync copy over the others), like `echo repair`.
+//
+// It runs as the array's sync action (SyncStatus shows its progress) and
+// waits for a running action to end first.
 func (a *Array) Check(ctx context.Context, repair bool) (uint64, error) {
-	if err := a.enter(); err != nil {
-		return 0, err
+	if a.closed.Load() {
+		return 0, ErrClosed
 	}
-	defer a.leave()
 	if repair && a.opts.ReadOnly {
 		return 0, ErrReadOnly
 	}
+	if a.degraded() > 0 {
+		return 0, ErrDegradedCheck
+	}
+	act := ActionCheck
+	if repair {
+		act = ActionRepair
+	}
+	c, err := a.claimWait(ctx, act)
+	if err != nil {
+		return 0, err
+	}
+	defer a.release(true)
+	return a.check(c, repair)
+}
+
+// check runs a check or repair in the claimed sync slot.
+func (a *Array) check(ctx context.Context, repair bool) (uint64, error) {
 	if a.degraded() > 0 {
 		return 0, ErrDegradedCheck
 	}
@@ -41,13 +60,24 @@ func (a *Array) Check(ctx context.Context, repair bool) (uint64, error) {
 
 func (a *Array) checkStriped(ctx context.Context, repair bool) (uint64, error) {
 	var mismatches uint64
+	c := a.striped.ChunkSectors()
+	act := ActionCheck
+	if repair {
+		act = ActionRepair
+	}
+	a.begin(act, a.striped.Stripes()*c, 0)
 	for stripe := uint64(0); stripe < a.striped.Stripes(); stripe++ {
 		if err := ctx.Err(); err != nil {
 			return mismatches, err
 		}
-		mm, err := a.syncStripe(stripe, repair)
+		mm, w, err := a.syncStripe(stripe, repair)
 		mismatches += mm
+		a.sc.mismatches.Add(mm)
+		a.sc.written.Add(w)
 		if err != nil {
+			return mismatches, err
+		}
+		if err := a.step(ctx, (stripe+1)*c, c); err != nil {
 			return mismatches, err
 		}
 	}
@@ -57,12 +87,11 @@ func (a *Array) checkStriped(ctx context.Context, repair bool) (uint64, error) {
 // syncStripe reads one stripe under its lock, rebuilds what fails to read,
 // recomputes parity and counts the 4 KiB pages whose parity differs; with
 // repair it rewrites the parity that differs.
-func (a *Array) syncStripe(stripe uint64, repair bool) (uint64, error) {
+func (a *Array) syncStripe(stripe uint64, repair bool) (mismatches, written uint64, err error) {
 	sp := a.pers.(*stripedPers)
 	g := sp.g
 	c := g.ChunkSectors()
 	size := int(c) << 9
-	var mismatches uint64
 	a.lockStripe(stripe, 0, c)
 	w := sp.work()
 	g.Row(stripe, &w.row)
@@ -81,7 +110,7 @@ func (a *Array) syncStripe(stripe uint64, repair bool) (uint64, error) {
 		mq := a.roles[row.Q]
 		w.ol.add(mq, false, mq.dataOff+int64(row.Sector)<<9, oldQ, row.Q)
 	}
-	err := sp.runReads(w, stripe)
+	err = sp.runReads(w, stripe)
 	if isReadError(err) {
 		// md's check rebuilds what failed to read and rewrites it.
 		err = nil
@@ -95,6 +124,7 @@ func (a *Array) syncStripe(stripe uint64, repair bool) (uint64, error) {
 		for d, role := range row.Data {
 			if w.bad[role] && err == nil {
 				sp.rewrite(a.roles[role], w.db[d], int64(row.Sector), c)
+				written += c
 			}
 		}
 	}
@@ -123,32 +153,45 @@ func (a *Array) syncStripe(stripe uint64, repair bool) (uint64, error) {
 			}
 			if w.bad[pr.role] {
 				sp.rewrite(a.roles[pr.role], pr.b, int64(row.Sector), c)
+				written += c
 			} else if bad && repair {
 				m := a.roles[pr.role]
 				if _, werr := m.dev.WriteAt(pr.b, m.dataOff+int64(row.Sector)<<9); werr != nil {
 					a.failMember(m, werr)
+				} else {
+					written += c
 				}
 			}
 		}
 	}
 	w.release()
 	a.unlockStripe(stripe, 0, c)
-	return mismatches, err
+	return mismatches, written, err
 }
 
 func (a *Array) checkMirrors(ctx context.Context, repair bool) (uint64, error) {
 	var mismatches uint64
 	total := a.geo.ArraySectors()
+	act := ActionCheck
+	if repair {
+		act = ActionRepair
+	}
+	a.begin(act, total, 0)
 	for s := uint64(0); s < total; {
 		if err := ctx.Err(); err != nil {
 			return mismatches, err
 		}
-		mm, n, err := a.syncMirror(s, total-s, repair)
+		mm, n, w, err := a.syncMirror(s, total-s, repair)
 		mismatches += mm
+		a.sc.mismatches.Add(mm)
+		a.sc.written.Add(w)
 		if err != nil {
 			return mismatches, err
 		}
 		s += n
+		if err := a.step(ctx, s, n); err != nil {
+			return mismatches, err
+		}
 	}
 	return mismatches, nil
 }
@@ -157,8 +200,7 @@ func (a *Array) checkMirrors(ctx context.Context, repair bool) (uint64, error) {
 // sectors, at most 64 KiB, within one mapping run) under the region lock,
 // rewrites copies that fail to read and, with repair, copies that differ;
 // it returns the mismatching sectors (4 KiB units) and the sectors done.
-func (a *Array) syncMirror(s, max uint64, repair bool) (uint64, uint64, error) {
-	var mismatches uint64
+func (a *Array) syncMirror(s, max uint64, repair bool) (mismatches, done, written uint64, err error) {
 	step := uint64(128) // 64 KiB
 	if c := a.geo.ChunkSectors(); c > 0 && c < step {
 		step = c
@@ -170,7 +212,6 @@ func (a *Array) syncMirror(s, max uint64, repair bool) (uint64, uint64, error) {
 	n := min(run, step, max)
 	a.lockRegions(s, n)
 	bufs = bufs[:0]
-	var err error
 	var badLocs []layout.Loc
 	var goodLocs []layout.Loc
 	for _, l := range locs {
@@ -216,9 +257,10 @@ func (a *Array) syncMirror(s, max uint64, repair bool) (uint64, uint64, error) {
 				a.failMember(m, werr)
 			} else {
 				m.corrected.Add(1)
+				written += n
 			}
 		}
 	}
 	a.unlockRegions(s, n)
-	return mismatches, n, err
+	return mismatches, n, written, err
 }

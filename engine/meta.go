@@ -246,8 +246,8 @@ func (a *Array) updateSuperLocked(force bool) error {
 			errs = append(errs, fmt.Errorf("superblock write to device %d failed", m.index))
 			m.state.Store(uint32(Faulty))
 		}
-		if a.checkRedundancy() != nil {
-			a.failed.Store(true)
+		if err := a.checkRedundancy(); err != nil {
+			a.setFailed(fmt.Sprintf("superblock writes failed: %v", err))
 		}
 	}
 	return errors.Join(errs...)
@@ -274,7 +274,7 @@ func writeDurable(d Device, p []byte, off int64) error {
 // member's logical block size, the rest of the 4 KiB area as read).
 func (a *Array) syncSuper(m *member, utime superblock.Time) []byte {
 	sb := m.ls.sb
-	keep := sb.FeatureMap & (superblock.FeatureBadBlocks | superblock.FeatureReplacement | superblock.FeatureRAID0Layout)
+	keep := sb.FeatureMap & (superblock.FeatureBadBlocks | superblock.FeatureRAID0Layout)
 	sb.FeatureMap = keep
 	if a.hasBM {
 		sb.FeatureMap |= superblock.FeatureBitmapOffset
@@ -302,11 +302,22 @@ func (a *Array) syncSuper(m *member, utime superblock.Time) []byte {
 		sb.DevFlags &^= superblock.DevFlagWriteMostly
 	}
 	if m.role >= 0 && m.State() == Recovering {
+		// super_1_sync: the recorded recovery_offset (a checkpoint), and
+		// MD_FEATURE_RECOVERY_BITMAP for a bitmap-guided re-add.
 		sb.FeatureMap |= superblock.FeatureRecoveryOffset
-		sb.RecoveryOffset = m.recovery.Load()
+		sb.RecoveryOffset = m.recCP.Load()
+		if m.savedRole >= 0 && a.hasBM {
+			sb.FeatureMap |= superblock.FeatureRecoveryBitmap
+		}
+	}
+	if m.replacement && m.role >= 0 {
+		sb.FeatureMap |= superblock.FeatureReplacement
 	}
 	maxDev := 0
 	for _, o := range a.all {
+		if o.removed.Load() {
+			continue
+		}
 		if d := int(o.ls.sb.DevNumber) + 1; d > maxDev {
 			maxDev = d
 		}
@@ -324,7 +335,7 @@ func (a *Array) syncSuper(m *member, utime superblock.Time) []byte {
 	}
 	for _, o := range a.all {
 		i := o.ls.sb.DevNumber
-		if i >= sb.MaxDev {
+		if i >= sb.MaxDev || o.removed.Load() {
 			continue
 		}
 		switch o.State() {

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 )
 
@@ -74,16 +75,65 @@ type AddOptions struct {
 
 // FailedReason says why the array stopped accepting writes (beyond its
 // redundancy), or "" while it works.
-func (a *Array) FailedReason() string { return "" }
+func (a *Array) FailedReason() string {
+	if !a.failed.Load() {
+		return ""
+	}
+	if p := a.sc.failedWhy.Load(); p != nil {
+		return *p
+	}
+	return "not enough working members"
+}
 
 // SyncLimitsOf returns the limits in force.
-func (a *Array) SyncLimitsOf() SyncLimits { return SyncLimits{} }
+func (a *Array) SyncLimitsOf() SyncLimits {
+	a.sc.mu.Lock()
+	l := a.sc.limits
+	a.sc.mu.Unlock()
+	if l.MinKBps == 0 {
+		l.MinKBps = defSpeedMin
+	}
+	if l.MaxKBps == 0 {
+		l.MaxKBps = defSpeedMax
+	}
+	return l
+}
 
 // SetSyncLimits sets sync_speed_min and sync_speed_max.
-func (a *Array) SetSyncLimits(l SyncLimits) {}
+func (a *Array) SetSyncLimits(l SyncLimits) {
+	a.sc.mu.Lock()
+	a.sc.limits = l
+	a.sc.mu.Unlock()
+}
 
 // SyncStatus reports the running (or last) sync action.
-func (a *Array) SyncStatus() SyncStatus { return SyncStatus{Action: ActionIdle} }
+func (a *Array) SyncStatus() SyncStatus {
+	s := &a.sc
+	s.mu.Lock()
+	st := SyncStatus{Action: s.action, LastAction: s.last, Total: s.total}
+	running := s.running && s.action != ""
+	if running {
+		st.Started = s.started
+	}
+	if st.Action == "" {
+		st.Action = ActionIdle
+	}
+	if s.frozen && !running {
+		st.Action = ActionFrozen
+	}
+	s.mu.Unlock()
+	st.Done = s.pos.Load()
+	if st.Done > st.Total {
+		st.Done = st.Total
+	}
+	st.Mismatches = s.mismatches.Load()
+	st.Written = s.written.Load()
+	st.Checkpoint = s.checkpoint.Load()
+	if running {
+		st.SpeedKBps = a.speed()
+	}
+	return st
+}
 
 // StartAction starts a sync action in the background, like writing to
 // md's sync_action: ActionCheck, ActionRepair, ActionResync (when one is
@@ -91,31 +141,133 @@ func (a *Array) SyncStatus() SyncStatus { return SyncStatus{Action: ActionIdle} 
 // ActionIdle / ActionFrozen to stop the running one (it is resumed from
 // its checkpoint later unless frozen). It returns ErrBusy while another
 // action runs.
-func (a *Array) StartAction(action string) error { return ErrUnsupported }
+func (a *Array) StartAction(action string) error {
+	if a.closed.Load() {
+		return ErrClosed
+	}
+	switch action {
+	case ActionIdle, ActionFrozen:
+		a.sc.mu.Lock()
+		a.sc.frozen = action == ActionFrozen
+		a.sc.mu.Unlock()
+		a.stopSync(true)
+		return nil
+	case ActionCheck, ActionRepair, ActionResync, ActionRecover:
+	default:
+		return fmt.Errorf("engine: unknown sync action %q", action)
+	}
+	if a.opts.ReadOnly {
+		return ErrReadOnly
+	}
+	if !a.redundant() {
+		return fmt.Errorf("%w: %v has no sync actions", ErrUnsupported, a.level)
+	}
+	a.sc.mu.Lock()
+	busy := a.sc.running
+	a.sc.frozen = false
+	a.sc.mu.Unlock()
+	if busy {
+		return ErrBusy
+	}
+	switch action {
+	case ActionResync, ActionRecover:
+		// md: clear frozen and let md_check_recovery pick what is needed.
+		a.checkRecovery()
+		return nil
+	}
+	if a.degraded() > 0 {
+		return ErrDegradedCheck
+	}
+	ctx, ok := a.claim(context.Background(), action)
+	if !ok {
+		return ErrBusy
+	}
+	go a.runAction(ctx, action, false)
+	return nil
+}
 
 // WaitSync waits until no sync action runs (or ctx ends).
-func (a *Array) WaitSync(ctx context.Context) error { return nil }
-
-// AddDevice adds dev to the running array, like mdadm --add / --re-add:
-// it validates dev (size, block size), writes its superblock (a spare of
-// this array, or its old role for a re-add) and starts a recovery onto it
-// in the background when a role is missing or faulty. It returns the new
-// device index (as in MemberInfo.Device). Nothing is written to dev when
-// it is refused.
-func (a *Array) AddDevice(dev Device, opts AddOptions) (int, error) {
-	return -1, ErrUnsupported
+func (a *Array) WaitSync(ctx context.Context) error {
+	for {
+		a.sc.mu.Lock()
+		running, done := a.sc.running, a.sc.done
+		a.sc.mu.Unlock()
+		if !running {
+			return nil
+		}
+		select {
+		case <-done:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
 }
 
 // RemoveDevice removes a faulty or spare member (mdadm --remove); an active
 // one gives ErrBusy. The device is closed; its index is not reused.
-func (a *Array) RemoveDevice(index int) error { return ErrUnsupported }
+func (a *Array) RemoveDevice(index int) error {
+	if a.closed.Load() {
+		return ErrClosed
+	}
+	if a.opts.ReadOnly {
+		return ErrReadOnly
+	}
+	m := a.memberByIndex(index)
+	if m == nil {
+		return fmt.Errorf("engine: no device %d in the array", index)
+	}
+	switch m.State() {
+	case Faulty, Spare:
+	default:
+		return ErrBusy
+	}
+	a.suspend()
+	a.meta.mu.Lock()
+	a.cfgMu.Lock()
+	m.state.Store(uint32(Faulty))
+	m.removed.Store(true)
+	a.cfgMu.Unlock()
+	a.meta.changeDevs = true
+	if err := a.updateSuperLocked(true); err != nil {
+		a.opts.Logf("md: superblock update: %v", err)
+	}
+	a.meta.mu.Unlock()
+	a.resume()
+	return m.dev.Close()
+}
 
 // FailDevice marks the member with device index faulty (mdadm --fail),
 // spares included. md refuses to fail the last working copy: ErrBusy.
-func (a *Array) FailDevice(index int) error { return ErrUnsupported }
+func (a *Array) FailDevice(index int) error {
+	if a.closed.Load() {
+		return ErrClosed
+	}
+	if a.opts.ReadOnly {
+		return ErrReadOnly
+	}
+	m := a.memberByIndex(index)
+	if m == nil {
+		return fmt.Errorf("engine: no device %d in the array", index)
+	}
+	if m.State() == Faulty {
+		return nil
+	}
+	if !a.markFaulty(m, errors.New("marked faulty")) {
+		return ErrBusy
+	}
+	a.recordFailures()
+	a.checkRecovery()
+	return nil
+}
 
-// Replace asks for the active member in role to be replaced while it
-// keeps working (md's want_replacement, mdadm --replace): a spare (the
-// device index with, or any spare when with is -1) is rebuilt as its
-// replacement; when that completes, the old member becomes faulty.
-func (a *Array) Replace(role, with int) error { return ErrUnsupported }
+// memberByIndex finds the (not removed) member with device index.
+func (a *Array) memberByIndex(index int) *member {
+	a.cfgMu.RLock()
+	defer a.cfgMu.RUnlock()
+	for _, m := range a.all {
+		if m.index == index && !m.removed.Load() {
+			return m
+		}
+	}
+	return nil
+}

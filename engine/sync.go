@@ -42,17 +42,30 @@ func (a *Array) syncSize() (total, unit uint64) {
 // the superblocks' resync_offset every 1/16 of the array (when the array
 // is clean at that moment); at the end resync_offset becomes MaxSector.
 // A cancelled resync leaves the checkpoint where it stopped.
+//
+// It runs as the array's sync action: it waits for a running one (for
+// instance the automatic resync started at Open) and then does what is
+// still pending.
 func (a *Array) Resync(ctx context.Context) error {
-	if err := a.enter(); err != nil {
-		return err
+	if a.closed.Load() {
+		return ErrClosed
 	}
-	defer a.leave()
 	if a.opts.ReadOnly {
 		return ErrReadOnly
 	}
 	if !a.redundant() {
 		return nil
 	}
+	c, err := a.claimWait(ctx, ActionResync)
+	if err != nil {
+		return err
+	}
+	defer a.release(true)
+	return a.resync(c)
+}
+
+// resync runs a resync in the claimed sync slot.
+func (a *Array) resync(ctx context.Context) error {
 	need, start := a.NeedsResync()
 	if !need {
 		return nil
@@ -61,6 +74,7 @@ func (a *Array) Resync(ctx context.Context) error {
 		return ErrDegradedCheck
 	}
 	total, _ := a.syncSize()
+	a.begin(ActionResync, total, start)
 	bm, hasBM := a.bm.(syncBitmap)
 	step := total/16 + 1
 	nextCP := start + step
@@ -85,6 +99,9 @@ func (a *Array) Resync(ctx context.Context) error {
 				break
 			}
 			p += n
+			if err = a.step(ctx, p, n); err != nil {
+				break
+			}
 		}
 		if hasBM && needed {
 			bm.EndSync(s, err != nil)
@@ -94,6 +111,7 @@ func (a *Array) Resync(ctx context.Context) error {
 			return err
 		}
 		s = end
+		a.sc.pos.Store(s)
 		if s >= nextCP && s < total {
 			a.checkpoint(s)
 			nextCP = s + step
@@ -123,10 +141,14 @@ func (a *Array) syncAlign() uint64 {
 func (a *Array) syncUnit(s, max uint64) (uint64, error) {
 	if a.striped != nil {
 		c := a.striped.ChunkSectors()
-		_, err := a.syncStripe(s/c, true)
+		mm, w, err := a.syncStripe(s/c, true)
+		a.sc.mismatches.Add(mm)
+		a.sc.written.Add(w)
 		return min(c-s%c, max), err
 	}
-	_, n, err := a.syncMirror(s, max, true)
+	mm, n, w, err := a.syncMirror(s, max, true)
+	a.sc.mismatches.Add(mm)
+	a.sc.written.Add(w)
 	return n, err
 }
 
@@ -140,6 +162,7 @@ func (a *Array) checkpoint(s uint64) {
 		return
 	}
 	a.meta.recoveryCP = s
+	a.sc.checkpoint.Store(s)
 	if a.meta.inSync {
 		if err := a.updateSuperLocked(false); err != nil {
 			a.opts.Logf("md: superblock update: %v", err)

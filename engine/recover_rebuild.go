@@ -1,0 +1,393 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+
+	"mdtool/engine/layout"
+)
+
+// Recovery (md_do_sync with MD_RECOVERY_RECOVER, Linux 6.1): the members
+// in Recovering state are rebuilt from redundancy, from the lowest
+// recovery offset on, in member sectors. Each unit (a stripe for
+// raid4/5/6, up to 64 KiB of a chunk for raid1/10) is rebuilt under the
+// stripe or region lock, so user I/O goes on; a member's data becomes
+// readable as soon as its unit is written. recovery_offset is recorded in
+// the superblocks every 1/16 of the member (curr_resync_completed) and
+// where the recovery stops. A re-added member (saved_raid_disk) is
+// rebuilt only where the bitmap has bits set.
+
+// bitmapChunks is what recovery needs to walk a bitmap (raid10).
+type bitmapChunks interface {
+	ChunkSectors() uint64
+	Chunks() uint64
+}
+
+func (a *Array) recover(ctx context.Context) error {
+	targets := a.recoveryTargets()
+	if len(targets) == 0 {
+		return nil
+	}
+	total := a.geo.DevSectors(targets[0].role)
+	start := total
+	guided := a.hasBM
+	for _, t := range targets {
+		start = min(start, t.recovery.Load())
+		if t.savedRole < 0 {
+			guided = false // conf->fullsync
+		}
+	}
+	a.begin(ActionRecover, total, start)
+	a.sc.checkpoint.Store(start)
+	still := a.degraded()-len(targets) > 0
+	bm, hasBM := a.bm.(syncBitmap)
+	r10 := a.level == layout.RAID10
+	a.opts.Logf("md: recovery of %d member(s) from sector %d of %d (bitmap-guided: %v)", len(targets), start, total, guided)
+	step := total/16 + 1
+	nextCP := start + step
+	s := start
+	var err error
+	for s < total && err == nil {
+		if err = ctx.Err(); err != nil {
+			break
+		}
+		live := liveTargets(targets)
+		if len(live) == 0 {
+			err = fmt.Errorf("%w: every member being recovered failed", ErrFailed)
+			break
+		}
+		if a.failed.Load() {
+			err = ErrFailed
+			break
+		}
+		span := total - s
+		needed := true
+		if hasBM && !r10 {
+			var ns uint64
+			needed, ns = bm.StartSync(s, still)
+			span = min(ns, span)
+		}
+		end := s + span
+		if guided && !needed {
+			// Clean chunk: the re-added member holds it already.
+			for _, t := range live {
+				advance(t, end)
+			}
+			s = end
+			a.sc.pos.Store(s)
+		} else {
+			p := s
+			for p < end {
+				if err = ctx.Err(); err != nil {
+					break
+				}
+				var n, w uint64
+				n, w, err = a.recoverUnit(p, end-p, live, guided, still)
+				a.sc.written.Add(w)
+				if err != nil {
+					break
+				}
+				p += n
+				if err = a.step(ctx, p, n); err != nil {
+					break
+				}
+			}
+			if hasBM && !r10 && needed {
+				bm.EndSync(s, err != nil)
+			}
+			s = p
+		}
+		if s >= nextCP && s < total && err == nil {
+			a.recoveryCheckpoint(targets, false)
+			nextCP = s + step
+		}
+	}
+	completed := err == nil && s >= total
+	if hasBM && r10 {
+		if bc, ok := a.bm.(bitmapChunks); ok {
+			// the raid10 bitmap is in array sectors: settle it as a whole
+			for c := uint64(0); c < bc.Chunks(); c++ {
+				bm.StartSync(c*bc.ChunkSectors(), still)
+				bm.EndSync(c*bc.ChunkSectors(), !completed)
+			}
+		}
+	}
+	if !completed {
+		// md_do_sync on interruption: recovery_offset = where it got to.
+		a.recoveryCheckpoint(targets, true)
+		return err
+	}
+	if hasBM && !still {
+		bm.CloseSync()
+	}
+	a.finishRecovery(liveTargets(targets))
+	return nil
+}
+
+func liveTargets(ts []*member) []*member {
+	var out []*member
+	for _, t := range ts {
+		if t.State() == Recovering && !t.removed.Load() {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// advance moves a member's recovery position forward to s.
+func advance(m *member, s uint64) {
+	for {
+		cur := m.recovery.Load()
+		if cur >= s || m.recovery.CompareAndSwap(cur, s) {
+			return
+		}
+	}
+}
+
+// recoveryCheckpoint records the targets' positions as their
+// recovery_offset (curr_resync_completed) in the superblocks; force
+// writes them even when nothing moved.
+func (a *Array) recoveryCheckpoint(targets []*member, force bool) {
+	a.meta.mu.Lock()
+	defer a.meta.mu.Unlock()
+	changed := force
+	low := ^uint64(0)
+	for _, t := range targets {
+		if t.State() != Recovering {
+			continue
+		}
+		if r := t.recovery.Load(); r > t.recCP.Load() {
+			t.recCP.Store(r)
+			changed = true
+		}
+		low = min(low, t.recCP.Load())
+	}
+	if low != ^uint64(0) {
+		a.sc.checkpoint.Store(low)
+	}
+	if !changed || a.opts.ReadOnly {
+		return
+	}
+	if err := a.updateSuperLocked(false); err != nil {
+		a.opts.Logf("md: superblock update: %v", err)
+	}
+}
+
+// finishRecovery is spare_active: the rebuilt members become in sync and
+// the superblocks say so. A finished replacement takes over its role and
+// the member it replaced becomes faulty.
+func (a *Array) finishRecovery(done []*member) {
+	if len(done) == 0 {
+		return
+	}
+	a.meta.mu.Lock()
+	defer a.meta.mu.Unlock()
+	for _, t := range done {
+		t.state.Store(uint32(InSync))
+		t.recovery.Store(0)
+		t.recCP.Store(0)
+		t.savedRole = -1
+		a.opts.Logf("md: recovery of role %d onto device %d done", t.role, t.index)
+	}
+	a.sc.checkpoint.Store(a.sc.total)
+	a.meta.changeDevs = true
+	if err := a.updateSuperLocked(true); err != nil {
+		a.opts.Logf("md: superblock update: %v", err)
+	}
+}
+
+// recoverUnit rebuilds the unit at member sector s (at most max sectors)
+// onto the live targets and returns the sectors covered and written.
+func (a *Array) recoverUnit(s, max uint64, targets []*member, guided, still bool) (n, written uint64, err error) {
+	switch {
+	case a.striped != nil:
+		c := a.striped.ChunkSectors()
+		written, err = a.recoverStripe(s/c, targets)
+		return min(c-s%c, max), written, err
+	case a.level == layout.RAID10:
+		return a.recoverRAID10(s, max, targets, guided, still)
+	}
+	return a.recoverMirror(s, max, targets)
+}
+
+// recoverStripe rebuilds one stripe's blocks of the targets.
+func (a *Array) recoverStripe(stripe uint64, targets []*member) (uint64, error) {
+	sp := a.pers.(*stripedPers)
+	g := sp.g
+	c := g.ChunkSectors()
+	a.lockStripe(stripe, 0, c)
+	defer a.unlockStripe(stripe, 0, c)
+	w := sp.work()
+	defer w.release()
+	g.Row(stripe, &w.row)
+	row := &w.row
+	ms := row.Sector
+	var todo []*member
+	for _, t := range targets {
+		if t.recovery.Load() < ms+c && t.writable() {
+			todo = append(todo, t)
+		}
+	}
+	if len(todo) == 0 {
+		return 0, nil
+	}
+	var err error
+	for attempt := 0; attempt < 4; attempt++ {
+		w.freeBufs()
+		for d, role := range row.Data {
+			w.have[d] = sp.avail(w, role, ms, c)
+		}
+		err = sp.gather(w, 0, c, false)
+		if err == nil {
+			err = sp.rebuild(w, 0, c)
+		}
+		if !isReadError(err) {
+			break
+		}
+	}
+	if err != nil {
+		return 0, err
+	}
+	sp.computeParity(w)
+	for _, t := range todo {
+		var b []byte
+		switch t.role {
+		case row.P:
+			b = w.pb
+		case row.Q:
+			b = w.qb
+		default:
+			for d, role := range row.Data {
+				if role == t.role {
+					b = w.db[d]
+				}
+			}
+		}
+		if b == nil {
+			continue
+		}
+		w.ol.add(t, true, t.dataOff+int64(ms)<<9, b, t.role)
+	}
+	a.run(w.ol.ops)
+	var written uint64
+	for i := range w.ol.ops {
+		op := &w.ol.ops[i]
+		if op.err != nil {
+			a.stats.writeErrors.add(stripe, 1)
+			a.failMember(op.m, op.err)
+			continue
+		}
+		written += c
+		advance(op.m, ms+c)
+	}
+	w.ol.ops = w.ol.ops[:0]
+	return written, nil
+}
+
+// recoverMirror copies raid1 sectors [s, s+n) from an in-sync copy onto
+// the targets.
+func (a *Array) recoverMirror(s, max uint64, targets []*member) (n, written uint64, err error) {
+	locs, run := a.geo.Map(s, make([]layout.Loc, 0, a.geo.MaxCopies()))
+	n = min(run, 128, max)
+	a.lockRegions(s, n)
+	defer a.unlockRegions(s, n)
+	written, err = a.copyOnto(locs, n, targets, nil)
+	return n, written, err
+}
+
+// copyOnto reads n sectors of one array range (its copies in locs) from a
+// readable copy and writes them onto the targets among locs whose data
+// there is not valid yet (only onto only, when set).
+func (a *Array) copyOnto(locs []layout.Loc, n uint64, targets []*member, only *member) (uint64, error) {
+	isTarget := func(m *member) bool {
+		for _, t := range targets {
+			if t == m {
+				return true
+			}
+		}
+		return false
+	}
+	var need []layout.Loc
+	for _, l := range locs {
+		m := a.roles[l.Role]
+		if m == nil || !isTarget(m) || (only != nil && m != only) || !m.writable() || m.recovery.Load() >= l.Sector+n {
+			continue
+		}
+		need = append(need, l)
+	}
+	if len(need) == 0 {
+		return 0, nil
+	}
+	buf := getBuf(int(n) << 9)
+	defer putBuf(buf)
+	b := buf.b
+	got := false
+	for _, l := range locs {
+		m := a.roles[l.Role]
+		if m == nil || !m.readable(l.Sector, n) {
+			continue
+		}
+		if _, err := m.dev.ReadAt(b, m.dataOff+int64(l.Sector)<<9); err != nil {
+			a.stats.readErrors.add(l.Sector, 1)
+			a.opts.Logf("md/%v: read error on device %d during recovery: %v", a.level, m.index, err)
+			continue
+		}
+		got = true
+		break
+	}
+	if !got {
+		return 0, fmt.Errorf("%w: no readable copy of member sector %d for recovery", ErrFailed, need[0].Sector)
+	}
+	var written uint64
+	for _, l := range need {
+		m := a.roles[l.Role]
+		if _, err := m.dev.WriteAt(b, m.dataOff+int64(l.Sector)<<9); err != nil {
+			a.stats.writeErrors.add(l.Sector, 1)
+			a.failMember(m, err)
+			continue
+		}
+		written += n
+		advance(m, l.Sector+n)
+	}
+	return written, nil
+}
+
+// recoverRAID10 rebuilds member sectors [s, s+n) of each target from the
+// other copies of the array sectors they hold.
+func (a *Array) recoverRAID10(s, max uint64, targets []*member, guided, still bool) (n, written uint64, err error) {
+	c := a.geo.ChunkSectors()
+	n = min(c-s%c, 128, max)
+	bm, hasBM := a.bm.(syncBitmap)
+	locs := make([]layout.Loc, 0, a.geo.MaxCopies())
+	for _, t := range targets {
+		if t.recovery.Load() >= s+n {
+			continue
+		}
+		v, ok := a.geo.Unmap(t.role, s)
+		if !ok {
+			advance(t, s+n) // space that holds no array data
+			continue
+		}
+		if guided && hasBM {
+			if need, _ := bm.StartSync(v, still); !need {
+				advance(t, s+n)
+				continue
+			}
+		}
+		var run uint64
+		locs, run = a.geo.Map(v, locs)
+		m := min(n, run)
+		a.lockRegions(v, m)
+		w, cerr := a.copyOnto(locs, m, targets, t)
+		a.unlockRegions(v, m)
+		written += w
+		if cerr != nil {
+			return n, written, cerr
+		}
+		if m < n {
+			// the rest of the unit maps elsewhere: the next call does it
+			n = m
+		}
+	}
+	return n, written, nil
+}
