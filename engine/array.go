@@ -460,7 +460,8 @@ type MemberInfo struct {
 }
 
 // Members describes each role (Missing when no device) followed by the
-// spares.
+// other devices: spares, faulty members (Role -1) and a replacement being
+// rebuilt (with the Role it replaces).
 func (a *Array) Members() []MemberInfo {
 	a.cfgMu.RLock()
 	ms := make([]*member, 0, len(a.all)+a.n)
@@ -471,8 +472,8 @@ func (a *Array) Members() []MemberInfo {
 		ms = append(ms, m)
 	}
 	for _, m := range a.all {
-		if m.role < 0 && !m.removed.Load() {
-			ms = append(ms, m)
+		if !m.removed.Load() && (m.role < 0 || a.roles[m.role] != m) {
+			ms = append(ms, m) // spares, faulty members and replacements
 		}
 	}
 	a.cfgMu.RUnlock()

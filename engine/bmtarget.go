@@ -23,12 +23,14 @@ func (t bitmapTarget) WriteBitmap(index int, off int64, p []byte) error {
 		return fmt.Errorf("engine: bitmap write to unknown member %d", index)
 	}
 	m := a.all[index]
-	a.cfgMu.RUnlock()
 	if !m.writable() {
+		a.cfgMu.RUnlock()
 		return nil
 	}
 	start := (int64(m.ls.offset) + int64(m.ls.sb.BitmapOffset)) * 512
-	if err := writeDurable(m.dev, p, start+off); err != nil {
+	err := writeDurable(m.dev, p, start+off) // m.dev changes under cfgMu (Replace)
+	a.cfgMu.RUnlock()
+	if err != nil {
 		// md_error from the bitmap's write path: the member leaves
 		// Members() at once, so the runtime retries without it; the
 		// superblocks are written as soon as the superblock lock is free

@@ -305,11 +305,3 @@ func (a *Array) prepareReAdd(dev Device) (*member, error) {
 	m.corrected.Store(sb.CntCorrectedRead)
 	return m, nil
 }
-
-// Replace asks for the active member in role to be replaced while it
-// keeps working (md's want_replacement, mdadm --replace): a spare (the
-// device index with, or any spare when with is -1) is rebuilt as its
-// replacement; when that completes, the old member becomes faulty.
-func (a *Array) Replace(role, with int) error {
-	return ErrUnsupported
-}

@@ -223,23 +223,26 @@ func (a *Array) recoverStripe(stripe uint64, targets []*member) (uint64, error) 
 	row := &w.row
 	ms := row.Sector
 	var todo []*member
+	lo := c // a recovery resumed inside the stripe starts at its offset
 	for _, t := range targets {
-		if t.recovery.Load() < ms+c && t.writable() {
+		if r := t.recovery.Load(); r < ms+c && t.writable() {
 			todo = append(todo, t)
+			lo = min(lo, max(r, ms)-ms)
 		}
 	}
 	if len(todo) == 0 {
 		return 0, nil
 	}
+	n := c - lo
 	var err error
 	for attempt := 0; attempt < 4; attempt++ {
 		w.freeBufs()
 		for d, role := range row.Data {
-			w.have[d] = sp.avail(w, role, ms, c)
+			w.have[d] = sp.avail(w, role, ms+lo, n)
 		}
-		err = sp.gather(w, 0, c, false)
+		err = sp.gather(w, lo, n, false)
 		if err == nil {
-			err = sp.rebuild(w, 0, c)
+			err = sp.rebuild(w, lo, n)
 		}
 		if !isReadError(err) {
 			break
@@ -266,7 +269,7 @@ func (a *Array) recoverStripe(stripe uint64, targets []*member) (uint64, error) 
 		if b == nil {
 			continue
 		}
-		w.ol.add(t, true, t.dataOff+int64(ms)<<9, b, t.role)
+		w.ol.add(t, true, t.dataOff+int64(ms+lo)<<9, b, t.role)
 	}
 	a.run(w.ol.ops)
 	var written uint64
@@ -277,7 +280,7 @@ func (a *Array) recoverStripe(stripe uint64, targets []*member) (uint64, error) 
 			a.failMember(op.m, op.err)
 			continue
 		}
-		written += c
+		written += n
 		advance(op.m, ms+c)
 	}
 	w.ol.ops = w.ol.ops[:0]

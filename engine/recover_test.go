@@ -665,3 +665,98 @@ func TestStartAction(t *testing.T) {
 		t.Errorf("check on a degraded array: %v", err)
 	}
 }
+
+// TestReplace hot-replaces a member while writes go on: the spare is
+// rebuilt as its replacement, takes over the role, and the old member
+// becomes faulty; the data and the parity stay right.
+func TestReplace(t *testing.T) {
+	for _, s := range []spec{
+		{level: "raid1", n: 2, devMiB: []int{4}, bitmap: true},
+		{level: "raid5", n: 3, chunkKiB: 64, devMiB: []int{4}},
+		{level: "raid6", n: 4, chunkKiB: 64, devMiB: []int{4}, bitmap: true},
+		{level: "raid10", n: 4, chunkKiB: 64, devMiB: []int{4}},
+	} {
+		t.Run(s.String(), func(t *testing.T) {
+			mems := createChunk(t, s, 256<<10)
+			a := open(t, mems, recoverOptions())
+			m := newModel(a.Size())
+			p := make([]byte, a.Size())
+			fillPattern(newRand(17), p)
+			mustWrite(t, a, m, p, 0)
+			spare := NewMemDevice(s.devSize(0))
+			idx, err := a.AddDevice(spare.Reopen(), AddOptions{Replacement: -1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if st := a.Members()[s.n]; st.State != Spare || st.Device != idx {
+				t.Fatalf("added spare: %+v", st)
+			}
+			var mu sync.Mutex
+			stop := make(chan struct{})
+			var writes atomic.Int64
+			done := concurrentWriter(t, a, m, &mu, 99, stop, &writes)
+			a.SetSyncLimits(SyncLimits{MinKBps: 1, MaxKBps: 1})
+			var once sync.Once
+			sawRepl := false
+			a.sc.sleep = func(ctx context.Context, d time.Duration) {
+				once.Do(func() {
+					for _, mi := range a.Members() {
+						if mi.Device == idx && mi.Role == 1 && mi.State == Recovering {
+							sawRepl = true
+						}
+					}
+					for writes.Load() < 20 && ctx.Err() == nil {
+						time.Sleep(time.Millisecond)
+					}
+					a.SetSyncLimits(SyncLimits{})
+				})
+			}
+			if err := a.Replace(1, idx); err != nil {
+				t.Fatal(err)
+			}
+			if err := a.Replace(0, -1); !errors.Is(err, ErrBusy) {
+				t.Errorf("second replace while one runs: %v", err)
+			}
+			waitSync(t, a)
+			close(stop)
+			<-done
+			if !sawRepl {
+				t.Error("the replacement was not listed as recovering role 1")
+			}
+			ms := a.Members()
+			if ms[1].Device != idx || ms[1].State != InSync || a.Degraded() != 0 {
+				t.Fatalf("after replace: %+v", ms)
+			}
+			faulty := false
+			for _, mi := range ms[s.n:] {
+				if mi.Device == 1 && mi.State == Faulty {
+					faulty = true
+				}
+			}
+			if !faulty {
+				t.Errorf("the replaced member is not faulty: %+v", ms)
+			}
+			if mm, err := a.Check(context.Background(), false); err != nil || mm != 0 {
+				t.Fatalf("check: %d, %v", mm, err)
+			}
+			checkContent(t, a, m)
+			if err := a.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if sb := readSB(t, spare); sb.Role() != 1 || sb.FeatureMap&0x12 != 0 {
+				t.Errorf("replacement superblock: role %d features %#x", sb.Role(), sb.FeatureMap)
+			}
+			ds := devices(mems, 1)
+			ds = append(ds, spare.Reopen())
+			b, err := Open(ds, recoverOptions())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if b.Degraded() != 0 {
+				t.Errorf("reopened without the old member: degraded %d", b.Degraded())
+			}
+			checkContent(t, b, m)
+			b.Close()
+		})
+	}
+}

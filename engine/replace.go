@@ -1,0 +1,299 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+
+	"mdtool/engine/layout"
+)
+
+// Hot replacement (md's want_replacement, mdadm --replace): a spare is
+// rebuilt as the replacement of an active member while that member keeps
+// working. Every write to the member's data area also goes to the
+// replacement (md writes both), the replacement is filled by copying the
+// member under the stripe or region locks, and when it is complete it
+// takes over the role and the old member becomes faulty. The replacement
+// carries MD_FEATURE_REPLACEMENT and its recovery_offset in its superblock
+// meanwhile.
+//
+// Limitation: a replacement interrupted by Close is not resumed at the
+// next Open (the old member keeps the role; the replacement is left out
+// of the assembly like mdadm does for a second claimant of a role).
+
+// teeDevice mirrors the writes to a member's data area onto its
+// replacement.
+type teeDevice struct {
+	Device
+	lo, hi  int64 // the member's data area, bytes
+	repl    *member
+	dead    atomic.Bool
+	onError func(err error)
+}
+
+func (t *teeDevice) mirror(off, n int64, fn func(d Device, off int64) error) {
+	if t.dead.Load() || off+n <= t.lo || off >= t.hi {
+		return
+	}
+	if off < t.lo || off+n > t.hi {
+		return // straddles the data area: not a data write
+	}
+	if err := fn(t.repl.dev, off-t.lo+t.repl.dataOff); err != nil && !t.dead.Swap(true) {
+		t.onError(err)
+	}
+}
+
+func (t *teeDevice) WriteAt(p []byte, off int64) (int, error) {
+	n, err := t.Device.WriteAt(p, off)
+	if err == nil {
+		t.mirror(off, int64(len(p)), func(d Device, o int64) error { _, e := d.WriteAt(p, o); return e })
+	}
+	return n, err
+}
+
+func (t *teeDevice) WriteAtFUA(p []byte, off int64) (int, error) {
+	var n int
+	var err error
+	if f, ok := t.Device.(FUAWriter); ok {
+		n, err = f.WriteAtFUA(p, off)
+	} else if n, err = t.Device.WriteAt(p, off); err == nil {
+		err = t.Device.Flush()
+	}
+	if err == nil {
+		t.mirror(off, int64(len(p)), func(d Device, o int64) error { return writeDurable(d, p, o) })
+	}
+	return n, err
+}
+
+func (t *teeDevice) WriteZeroes(off, n int64) error {
+	err := writeZeroes(t.Device, off, n)
+	if err == nil {
+		t.mirror(off, n, func(d Device, o int64) error { return writeZeroes(d, o, n) })
+	}
+	return err
+}
+
+func (t *teeDevice) Discard(off, n int64) error {
+	err := t.Device.Discard(off, n)
+	if err == nil {
+		t.mirror(off, n, func(d Device, o int64) error { return d.Discard(o, n) })
+	}
+	return err
+}
+
+func (t *teeDevice) Flush() error {
+	err := t.Device.Flush()
+	if !t.dead.Load() {
+		if ferr := t.repl.dev.Flush(); ferr != nil && !t.dead.Swap(true) {
+			t.onError(ferr)
+		}
+	}
+	return err
+}
+
+// Close is never called through the tee (the array closes its devices).
+func (t *teeDevice) Close() error { return nil }
+
+// Replace asks for the active member in role to be replaced while it
+// keeps working (md's want_replacement, mdadm --replace): a spare (the
+// device index with, or any spare when with is -1) is rebuilt as its
+// replacement; when that completes, the old member becomes faulty.
+func (a *Array) Replace(role, with int) error {
+	if a.closed.Load() {
+		return ErrClosed
+	}
+	if a.opts.ReadOnly {
+		return ErrReadOnly
+	}
+	if !a.redundant() {
+		return fmt.Errorf("%w: %v has no redundancy to replace a member with", ErrUnsupported, a.level)
+	}
+	if role < 0 || role >= a.n {
+		return fmt.Errorf("engine: no role %d", role)
+	}
+	a.cfgMu.RLock()
+	old := a.roles[role]
+	var sp *member
+	for _, m := range a.all {
+		if m.role < 0 && !m.removed.Load() && m.State() == Spare && (with < 0 || m.index == with) {
+			sp = m
+			break
+		}
+	}
+	a.cfgMu.RUnlock()
+	if old == nil || old.removed.Load() || old.State() != InSync {
+		return fmt.Errorf("%w: role %d has no in-sync member to replace", ErrBusy, role)
+	}
+	if _, ok := old.dev.(*teeDevice); ok {
+		return fmt.Errorf("%w: role %d is being replaced already", ErrBusy, role)
+	}
+	if sp == nil {
+		return fmt.Errorf("%w: no spare to replace role %d with", ErrBusy, role)
+	}
+	if a.geo.DevSectors(role)*512+uint64(sp.dataOff) > uint64(sp.dev.Geometry().Size) {
+		return fmt.Errorf("engine: device %d is too small to replace role %d", sp.index, role)
+	}
+	ctx, ok := a.claim(context.Background(), ActionRecover)
+	if !ok {
+		return ErrBusy
+	}
+	tee := &teeDevice{Device: old.dev, lo: old.dataOff, hi: old.dataOff + int64(a.geo.DevSectors(role))*512, repl: sp}
+	tee.onError = func(err error) {
+		if a.markFaulty(sp, err) {
+			go a.recordFailures()
+		}
+	}
+	a.suspend()
+	a.meta.mu.Lock()
+	a.cfgMu.Lock()
+	sp.role = role
+	sp.replacement = true
+	sp.savedRole = -1
+	sp.recovery.Store(0)
+	sp.recCP.Store(0)
+	sp.state.Store(uint32(Recovering))
+	old.dev = tee
+	a.cfgMu.Unlock()
+	a.meta.changeDevs = true
+	if err := a.updateSuperLocked(true); err != nil {
+		a.opts.Logf("md: superblock update: %v", err)
+	}
+	a.meta.mu.Unlock()
+	a.resume()
+	a.opts.Logf("md: replacing role %d (device %d) with device %d", role, old.index, sp.index)
+	go func() {
+		err := a.replace(ctx, old, sp, tee)
+		if err != nil && ctx.Err() == nil {
+			a.opts.Logf("md: replacement of role %d failed: %v", role, err)
+		}
+		a.release(true)
+		if err == nil && !a.opts.NoAutoSync {
+			a.checkRecovery()
+		}
+	}()
+	return nil
+}
+
+// replace copies old onto its replacement sp and swaps them.
+func (a *Array) replace(ctx context.Context, old, sp *member, tee *teeDevice) error {
+	role := sp.role
+	total := a.geo.DevSectors(role)
+	a.begin(ActionRecover, total, 0)
+	step := total/16 + 1
+	nextCP := step
+	var err error
+	for s := uint64(0); s < total; {
+		if err = ctx.Err(); err != nil {
+			break
+		}
+		if sp.State() != Recovering || old.State() != InSync {
+			err = errors.New("replacement or replaced member failed")
+			break
+		}
+		var n uint64
+		n, err = a.replaceUnit(s, total-s, old, sp)
+		if err != nil {
+			break
+		}
+		a.sc.written.Add(n)
+		s += n
+		if err = a.step(ctx, s, n); err != nil {
+			break
+		}
+		if s >= nextCP && s < total {
+			a.recoveryCheckpointOf(sp)
+			nextCP = s + step
+		}
+	}
+	a.suspend()
+	a.meta.mu.Lock()
+	a.cfgMu.Lock()
+	a.failMu.Lock()
+	old.dev = tee.Device
+	if err == nil && sp.State() == Recovering && old.State() == InSync {
+		sp.state.Store(uint32(InSync))
+		sp.recovery.Store(0)
+		sp.recCP.Store(0)
+		sp.replacement = false
+		a.roles[role] = sp
+		old.state.Store(uint32(Faulty))
+		old.role = -1
+		a.opts.Logf("md: role %d replaced: device %d in sync, device %d faulty", role, sp.index, old.index)
+	} else if sp.State() != Faulty {
+		// interrupted: the replacement becomes a plain spare again
+		sp.state.Store(uint32(Spare))
+		sp.role = -1
+		sp.replacement = false
+		sp.recovery.Store(0)
+		sp.recCP.Store(0)
+	} else {
+		sp.role = -1
+	}
+	a.failMu.Unlock()
+	a.cfgMu.Unlock()
+	a.meta.changeDevs = true
+	if uerr := a.updateSuperLocked(true); uerr != nil {
+		a.opts.Logf("md: superblock update: %v", uerr)
+	}
+	a.meta.mu.Unlock()
+	a.resume()
+	return err
+}
+
+func (a *Array) recoveryCheckpointOf(m *member) {
+	a.meta.mu.Lock()
+	defer a.meta.mu.Unlock()
+	if r := m.recovery.Load(); r > m.recCP.Load() {
+		m.recCP.Store(r)
+		a.sc.checkpoint.Store(r)
+		if err := a.updateSuperLocked(false); err != nil {
+			a.opts.Logf("md: superblock update: %v", err)
+		}
+	}
+}
+
+// replaceUnit copies member sectors [s, s+n) of old onto sp under the
+// lock that user writes of that range take.
+func (a *Array) replaceUnit(s, max uint64, old, sp *member) (uint64, error) {
+	var n uint64
+	var unlock func()
+	switch {
+	case a.striped != nil:
+		c := a.striped.ChunkSectors()
+		st := s / c
+		n = min(c-s%c, max)
+		a.lockStripe(st, 0, c)
+		unlock = func() { a.unlockStripe(st, 0, c) }
+	case a.level == layout.RAID10:
+		c := a.geo.ChunkSectors()
+		n = min(c-s%c, 128, max)
+		v, ok := a.geo.Unmap(sp.role, s)
+		if ok {
+			a.lockRegions(v, n)
+			unlock = func() { a.unlockRegions(v, n) }
+		}
+	default:
+		n = min(128, max)
+		a.lockRegions(s, n)
+		unlock = func() { a.unlockRegions(s, n) }
+	}
+	if unlock != nil {
+		defer unlock()
+	}
+	buf := getBuf(int(n) << 9)
+	defer putBuf(buf)
+	tee := old.dev.(*teeDevice)
+	if _, err := tee.Device.ReadAt(buf.b, old.dataOff+int64(s)<<9); err != nil {
+		// md would rebuild the block from the others; keep it simple and
+		// give up (the member stays in service).
+		return 0, fmt.Errorf("read error on the member being replaced: %w", err)
+	}
+	if _, err := sp.dev.WriteAt(buf.b, sp.dataOff+int64(s)<<9); err != nil {
+		tee.dead.Store(true)
+		a.failMember(sp, err)
+		return 0, err
+	}
+	advance(sp, s+n)
+	return n, nil
+}
