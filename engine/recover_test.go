@@ -760,3 +760,91 @@ func TestReplace(t *testing.T) {
 		})
 	}
 }
+
+// TestFailedReason: beyond its redundancy the array refuses writes and
+// says why; within it, it has no reason.
+func TestFailedReason(t *testing.T) {
+	s := spec{level: "raid5", n: 3, chunkKiB: 64, devMiB: []int{4}}
+	mems := createChunk(t, s, 0)
+	a := open(t, mems, recoverOptions())
+	defer a.Close()
+	if err := a.FailDevice(0); err != nil {
+		t.Fatal(err)
+	}
+	if r := a.FailedReason(); r != "" {
+		t.Errorf("degraded within redundancy: reason %q", r)
+	}
+	mustWrite(t, a, nil, make([]byte, 4096), 0)
+	a.FailDevice(2)
+	if r := a.FailedReason(); r == "" {
+		t.Error("no reason after losing two raid5 members")
+	}
+	if _, err := a.WriteAt(make([]byte, 4096), 0); !errors.Is(err, ErrFailed) {
+		t.Errorf("write to a failed array: %v", err)
+	}
+	if _, err := a.AddDevice(NewMemDevice(s.devSize(0)), AddOptions{Replacement: -1}); !errors.Is(err, ErrFailed) {
+		t.Errorf("add to a failed array: %v", err)
+	}
+}
+
+// TestAutoRecovery: an array opened degraded with a spare among its
+// devices rebuilds onto it by itself (md_check_recovery), and the bitmap
+// is clean afterwards.
+func TestAutoRecovery(t *testing.T) {
+	s := spec{level: "raid1", n: 2, devMiB: []int{4}, bitmap: true}
+	mems := createChunk(t, s, 256<<10)
+	a := open(t, mems, recoverOptions())
+	m := newModel(a.Size())
+	workload(t, a, m, 5, 20)
+	if err := a.FailDevice(0); err != nil {
+		t.Fatal(err)
+	}
+	workload(t, a, m, 6, 20) // sets NEEDED bits
+	if err := a.RemoveDevice(0); err != nil {
+		t.Fatal(err)
+	}
+	a.StartAction(ActionFrozen)
+	spare := NewMemDevice(s.devSize(0))
+	if _, err := a.AddDevice(spare.Reopen(), AddOptions{Replacement: -1}); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if sb := readSB(t, spare); sb.Role() != superblock.RoleSpare {
+		t.Fatalf("spare superblock role %#x", sb.Role())
+	}
+	o := DefaultOptions()
+	o.SafeModeDelay = 10 * time.Millisecond
+	b, err := Open([]Device{mems[1].Reopen(), spare.Reopen()}, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(time.Minute)
+	for b.Degraded() != 0 || b.SyncStatus().Action != ActionIdle {
+		if time.Now().After(deadline) {
+			t.Fatalf("no automatic recovery: %+v %+v", b.SyncStatus(), b.Members())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if st := b.SyncStatus(); st.LastAction != ActionRecover || st.Written != st.Total {
+		t.Errorf("status: %+v", st)
+	}
+	checkContent(t, b, m)
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	bits := func(d *MemDevice) uint64 {
+		h, bb := readBits(t, d.Reopen())
+		n := uint64(0)
+		for i := uint64(0); i < h.Chunks(); i++ {
+			if bb.Test(i) {
+				n++
+			}
+		}
+		return n
+	}
+	if n := bits(spare); n != 0 {
+		t.Errorf("%d bitmap bits set after the recovery and a clean stop", n)
+	}
+}
