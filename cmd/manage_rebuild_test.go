@@ -160,3 +160,56 @@ func TestManageRebuild(t *testing.T) {
 		t.Errorf("mdadm --examine %s:\n%s", spare, e)
 	}
 }
+
+// TestCheckRepair scrubs a raid5 whose member was overwritten behind the
+// engine's back: check counts the mismatches (and the monitor reports them
+// as mdadm does), repair rewrites parity, the next check finds nothing.
+func TestCheckRepair(t *testing.T) {
+	dir := t.TempDir()
+	runDir := filepath.Join(dir, "run")
+	md := "/dev/md/ck"
+	devs := mkArray(t, dir, md, 4, 32<<20, "-l5", "-n4", "-c64", "--assume-clean")
+	// 1 MiB of garbage in member 2's data area (data offset 1 MiB here).
+	garbage := bytes.Repeat([]byte{0xa5, 0x5a, 0x3c, 0xc3}, 1<<18)
+	writeAt(t, devs[2], garbage, 3<<20)
+	s := serve(t, runDir, md, append([]string{"--sync-speed-max", "3000"}, devs...)...)
+	ev := newEventLog(t, dir)
+	startMonitor(t, runDir, "--delay", "1", "--test", "--program", ev.script, md)
+	ev.wait("TestMessage " + md)
+	if code, _, errs := mdtool(t, "--action=check", md, "--run-dir", runDir); code != 0 || errs != "" {
+		t.Fatalf("--action=check: exit %d %q", code, errs)
+	}
+	ev.wait("RebuildStarted " + md)
+	if code, _, errs := mdtool(t, "action", "--sync-speed-max", "0", "--run-dir", runDir, md); code != 0 {
+		t.Fatalf("action --sync-speed-max 0: %d %s", code, errs)
+	}
+	if code, _, _ := mdtool(t, "wait", md, "--run-dir", runDir); code != 0 {
+		t.Errorf("wait for the check: exit %d", code)
+	}
+	sy := syncOf(t, runDir, md)
+	if sy["last_action"] != "check" || sy["mismatch_cnt"] != float64(2048) || sy["action"] != "idle" {
+		t.Errorf("after the check: %v", sy)
+	}
+	ev.wait("RebuildFinished " + md + "  mismatches found: 2048 (on raid level 5)")
+	if code, _, errs := mdtool(t, "--action=repair", md, "--run-dir", runDir); code != 0 || errs != "" {
+		t.Fatalf("--action=repair: exit %d %q", code, errs)
+	}
+	mdtool(t, "wait", md, "--run-dir", runDir)
+	if code, _, errs := mdtool(t, "--action", "check", md, "--run-dir", runDir); code != 0 || errs != "" {
+		t.Fatalf("--action check: exit %d %q", code, errs)
+	}
+	mdtool(t, "wait", md, "--run-dir", runDir)
+	if sy = syncOf(t, runDir, md); sy["last_action"] != "check" || sy["mismatch_cnt"] != float64(0) {
+		t.Errorf("check after the repair: %v", sy)
+	}
+	// Bad actions, as mdadm words them.
+	if code, _, errs := mdtool(t, "--action=bogus", md, "--run-dir", runDir); code != 2 ||
+		errs != "mdtool: action must be one of idle, frozen, check, repair\n" {
+		t.Errorf("--action=bogus: exit %d %q", code, errs)
+	}
+	if code, _, errs := mdtool(t, "--action=check", "/dev/md/none", "--run-dir", runDir); code != 1 ||
+		errs != "mdtool: Couldn't open /dev/md/none: No such file or directory\n" {
+		t.Errorf("--action on no array: exit %d %q", code, errs)
+	}
+	s.stop()
+}

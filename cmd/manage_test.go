@@ -83,12 +83,15 @@ func TestManageFailAndDetailTest(t *testing.T) {
 	if c := detailTest(); c != 1 {
 		t.Errorf("detail --test after refused operations: %d, want 1", c)
 	}
-	// A second failure: raid5 has failed.
-	if code, _, errs := mdtool(t, "manage", "/dev/md/mg", "-f", devs[2], "--run-dir", runDir); code != 0 {
-		t.Errorf("second --fail: %d %s", code, errs)
+	// A second failure: raid5 has failed. Linux 6.1 marks the member
+	// faulty but answers EBUSY (MD_BROKEN); mdadm exits 2.
+	if code, _, errs := mdtool(t, "manage", "/dev/md/mg", "-f", devs[2], "--run-dir", runDir); code != 2 ||
+		errs != "mdtool: set device faulty failed for "+devs[2]+":  Device or resource busy\n" {
+		t.Errorf("second --fail: %d %q", code, errs)
 	}
 	code, out, _ = mdtool(t, "detail", "--run-dir", runDir, "/dev/md/mg")
-	if !strings.Contains(out, "             State : clean, FAILED \n") {
+	if !strings.Contains(out, "             State : clean, FAILED \n     Failed Reason : ") ||
+		!strings.Contains(out, "       2       0        0        -      faulty   "+devs[2]+"\n") {
 		t.Errorf("detail of a failed array:\n%s", out)
 	}
 	if c := detailTest(); c != 2 {

@@ -124,6 +124,12 @@ func (s *Service) fail(device string) error {
 		return engineError(err)
 	}
 	s.cfg.Logf("md: %s marked faulty", device)
+	if why := a.FailedReason(); why != "" {
+		// Linux 6.1's md_set_faulty: the member is faulty, but the
+		// array is broken (MD_BROKEN), which SET_DISK_FAULTY reports
+		// as EBUSY.
+		return Errorf(CodeBusy, "the array has failed: %s", why)
+	}
 	return nil
 }
 
