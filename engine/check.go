@@ -216,6 +216,9 @@ func (a *Array) syncMirror(s, max uint64, repair bool) (mismatches, done, writte
 	var goodLocs []layout.Loc
 	for _, l := range locs {
 		m := a.roles[l.Role]
+		if !m.readable(l.Sector, n) {
+			continue // a missing member (degraded resync)
+		}
 		b := make([]byte, n<<9)
 		if _, rerr := m.dev.ReadAt(b, m.dataOff+int64(l.Sector)<<9); rerr != nil {
 			a.stats.readErrors.add(s, 1)

@@ -280,7 +280,7 @@ func (a *Array) pickAction() string {
 	if len(a.recoveryTargets()) > 0 {
 		return ActionRecover
 	}
-	if need, _ := a.NeedsResync(); need && a.degraded() == 0 {
+	if need, _ := a.NeedsResync(); need && (a.degraded() == 0 || a.striped == nil) {
 		return ActionResync
 	}
 	return ""

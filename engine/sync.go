@@ -70,7 +70,11 @@ func (a *Array) resync(ctx context.Context) error {
 	if !need {
 		return nil
 	}
-	if a.degraded() > 0 {
+	// md resyncs what is left of a degraded raid1/raid10 (the copies that
+	// remain are made equal; the bitmap keeps its bits for the missing
+	// member); a degraded raid4/5/6 cannot be resynced here.
+	degraded := a.degraded() > 0
+	if degraded && a.striped != nil {
 		return ErrDegradedCheck
 	}
 	total, _ := a.syncSize()
@@ -83,7 +87,7 @@ func (a *Array) resync(ctx context.Context) error {
 		needed := true
 		if hasBM {
 			var ns uint64
-			needed, ns = bm.StartSync(s, false)
+			needed, ns = bm.StartSync(s, degraded)
 			span = min(ns, span)
 		}
 		end := s + span
