@@ -3,10 +3,13 @@ package cmd
 import (
 	"bytes"
 	"encoding/json"
+	"io"
+	"net/http"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // detailJSONOf runs detail --json and returns the array's document.
@@ -172,7 +175,7 @@ func TestCheckRepair(t *testing.T) {
 	// 1 MiB of garbage in member 2's data area (data offset 1 MiB here).
 	garbage := bytes.Repeat([]byte{0xa5, 0x5a, 0x3c, 0xc3}, 1<<18)
 	writeAt(t, devs[2], garbage, 3<<20)
-	s := serve(t, runDir, md, append([]string{"--sync-speed-max", "3000"}, devs...)...)
+	s := serve(t, runDir, md, append([]string{"--sync-speed-max", "3000", "--metrics", "127.0.0.1:0"}, devs...)...)
 	ev := newEventLog(t, dir)
 	startMonitor(t, runDir, "--delay", "1", "--test", "--program", ev.script, md)
 	ev.wait("TestMessage " + md)
@@ -191,6 +194,26 @@ func TestCheckRepair(t *testing.T) {
 		t.Errorf("after the check: %v", sy)
 	}
 	ev.wait("RebuildFinished " + md + "  mismatches found: 2048 (on raid level 5)")
+	// The metrics say the same (they are updated once a second).
+	st, err := queryStatus(runDir, s.name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `mdtool_sync_mismatch_sectors{array="ck"} 2048`
+	var text string
+	for i := 0; i < 50 && !strings.Contains(text, want); i++ {
+		time.Sleep(100 * time.Millisecond)
+		resp, err := http.Get("http://" + st.Metrics + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		text = string(b)
+	}
+	if !strings.Contains(text, want) || !strings.Contains(text, `mdtool_sync_action{array="ck",action="idle"} 1`) {
+		t.Errorf("metrics lack %s:\n%s", want, text)
+	}
 	if code, _, errs := mdtool(t, "--action=repair", md, "--run-dir", runDir); code != 0 || errs != "" {
 		t.Fatalf("--action=repair: exit %d %q", code, errs)
 	}
