@@ -1,6 +1,7 @@
 package cmd
 
 import (
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -149,6 +150,39 @@ func TestManageLastCopy(t *testing.T) {
 	_, out, _ := mdtool(t, "-D", "/dev/md/lc", "--run-dir", runDir)
 	if !strings.Contains(out, "             State : clean, degraded \n") {
 		t.Errorf("detail:\n%s", out)
+	}
+	s.stop()
+}
+
+// TestManageDetached: "detached" stands for the members whose device is
+// gone (here: an image file deleted while the array runs).
+func TestManageDetached(t *testing.T) {
+	dir := t.TempDir()
+	runDir := filepath.Join(dir, "run")
+	md := "/dev/md/dt"
+	devs := mkArray(t, dir, md, 3, 32<<20, "-l1", "-n3", "--assume-clean")
+	s := serve(t, runDir, md, devs...)
+	if err := os.Remove(devs[2]); err != nil {
+		t.Fatal(err)
+	}
+	m := func(args ...string) (int, string) {
+		code, _, errs := mdtool(t, append(append([]string{md}, args...), "--run-dir", runDir)...)
+		return code, errs
+	}
+	if code, errs := m("--fail", "detached"); code != 0 || errs != "mdtool: set "+devs[2]+" faulty in "+md+"\n" {
+		t.Errorf("--fail detached: exit %d %q", code, errs)
+	}
+	// Already faulty: --fail detached has nothing more to do.
+	if code, errs := m("--fail", "detached", "--test"); code != 2 || errs != "" {
+		t.Errorf("--fail detached --test again: exit %d %q", code, errs)
+	}
+	if code, errs := m("--remove", "detached"); code != 0 || errs != "mdtool: hot removed "+devs[2]+" from "+md+"\n" {
+		t.Errorf("--remove detached: exit %d %q", code, errs)
+	}
+	_, out, _ := mdtool(t, "-D", md, "--run-dir", runDir)
+	if strings.Contains(out, devs[2]) || !strings.Contains(out, "     Total Devices : 2\n") ||
+		!strings.Contains(out, "             State : clean, degraded \n") {
+		t.Errorf("detail after removing the detached member:\n%s", out)
 	}
 	s.stop()
 }
