@@ -184,5 +184,22 @@ func TestManageDetached(t *testing.T) {
 		!strings.Contains(out, "             State : clean, degraded \n") {
 		t.Errorf("detail after removing the detached member:\n%s", out)
 	}
+	// A device with a filesystem is added only with --force.
+	fsImg := sparse(t, dir, "fs.img", 32<<20)
+	if out, err := exec.Command("mkfs.ext4", "-q", "-F", "-L", "precious", fsImg).CombinedOutput(); err != nil {
+		t.Fatalf("mkfs.ext4: %v %s", err, out)
+	}
+	if code, errs := m("--add", fsImg); code != 1 || errs != "mdtool: "+fsImg+" appears to contain ext4 filesystem (label \"precious\")\n"+
+		"mdtool: add aborted: "+fsImg+" holds data; use --force to add it anyway\n" {
+		t.Errorf("--add of a filesystem: exit %d %q", code, errs)
+	}
+	if code, errs := m("--add", fsImg, "--force"); code != 0 || errs != "mdtool: added "+fsImg+"\n" {
+		t.Errorf("--add --force of a filesystem: exit %d %q", code, errs)
+	}
+	mdtool(t, "wait", md, "--run-dir", runDir)
+	_, out, _ = mdtool(t, "-D", md, "--run-dir", runDir)
+	if !strings.Contains(out, "             State : clean \n") || !strings.Contains(out, "      active sync   "+fsImg+"\n") {
+		t.Errorf("detail after the forced add:\n%s", out)
+	}
 	s.stop()
 }
