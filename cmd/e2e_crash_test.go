@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -139,9 +140,10 @@ func crashVerify(t *testing.T, d *daemonProc, st *crashload.State, round int) {
 // TestCrashKill9 kills the daemon with SIGKILL at a random moment of a
 // workload of random writes and flushes (crashload), 20 times per
 // redundant level (raid1/4/5/6/10 with a bitmap, raid1/5 without). After
-// each restart every write acknowledged before a completed flush reads
-// back (or a later version of its block; never an older one, never a torn
-// one). The images of the last crash, which mdtool did not resync, go to
+// each restart the engine's resync completes (mdtool wait, detail --json),
+// every write acknowledged before a completed flush reads back (or a later
+// version of its block; never an older one, never a torn one), and a
+// check (mdtool action check) finds 0 mismatches. The images of the last crash, which mdtool did not resync, go to
 // the kernel (mdvm): it assembles them, resyncs (from the bitmap), reads
 // back what crashload requires, and its check reports mismatch_cnt 0.
 func TestCrashKill9(t *testing.T) {
@@ -149,7 +151,10 @@ func TestCrashKill9(t *testing.T) {
 	dir := t.TempDir()
 	runDir := filepath.Join(dir, "run")
 	seed := uint64(time.Now().UnixNano())
-	t.Logf("seed %d", seed)
+	if v := os.Getenv("MDTOOL_CRASH_SEED"); v != "" {
+		seed, _ = strconv.ParseUint(v, 10, 64)
+	}
+	t.Logf("seed %d (MDTOOL_CRASH_SEED repeats a run's choices)", seed)
 	rng := rand.New(rand.NewPCG(seed, 1))
 	type crashed struct {
 		lv    crashLevel
@@ -170,7 +175,12 @@ func TestCrashKill9(t *testing.T) {
 				if st == nil {
 					st = crashload.NewState(arraySize(t, runDir, d.name))
 				} else {
+					// The engine resyncs the dirty array by itself.
+					waitFor(t, runDir, md, "resync")
 					crashVerify(t, d, st, round)
+					if det := syncAction(t, runDir, md, "check"); det.Sync.Mismatches != 0 {
+						t.Fatalf("round %d: check after the resync found %d mismatches", round, det.Sync.Mismatches)
+					}
 				}
 				if round == crashRounds {
 					d.stop()
