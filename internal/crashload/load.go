@@ -90,6 +90,9 @@ type Config struct {
 	ReadPercent int
 	// Seed seeds the random choices.
 	Seed uint64
+	// First and Last limit the writes and reads to blocks [First, Last)
+	// (Last 0: to the end).
+	First, Last uint64
 }
 
 // State is what the workload knows about every block of the device. One
@@ -175,6 +178,13 @@ func (s *State) Run(ctx context.Context, c *Client, cfg Config) error {
 	if uint64(c.Size()/BlockSize) < s.n {
 		return fmt.Errorf("crashload: device has %d blocks, state %d", c.Size()/BlockSize, s.n)
 	}
+	lo, hi := cfg.First, cfg.Last
+	if hi == 0 || hi > s.n {
+		hi = s.n
+	}
+	if lo >= hi {
+		return fmt.Errorf("crashload: empty block range [%d, %d)", cfg.First, cfg.Last)
+	}
 	// Whatever the previous run left acknowledged but not flushed may
 	// have been lost (a crash): only the durable versions are known.
 	s.mu.Lock()
@@ -217,10 +227,10 @@ func (s *State) Run(ctx context.Context, c *Client, cfg Config) error {
 			buf := make([]byte, cfg.MaxBlocks*BlockSize)
 			for ctx.Err() == nil {
 				k := uint64(1 + rng.IntN(cfg.MaxBlocks))
-				if k > s.n {
-					k = s.n
+				if k > hi-lo {
+					k = hi - lo
 				}
-				b := rng.Uint64N(s.n - k + 1)
+				b := lo + rng.Uint64N(hi-lo-k+1)
 				read := rng.IntN(100) < cfg.ReadPercent
 				s.mu.Lock()
 				if !s.claim(b, k) {
