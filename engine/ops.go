@@ -83,16 +83,7 @@ func (a *Array) run(ops []memOp) {
 		a.exec(&ops[0])
 		return
 	}
-	parallel := false
-	total := 0
-	for i := range ops {
-		if !ops[i].m.memory {
-			parallel = true
-			break
-		}
-		total += ops[i].bytes()
-	}
-	if !parallel && total < parallelThreshold {
+	if !a.parallel(ops) {
 		for i := range ops {
 			a.exec(&ops[i])
 		}
@@ -110,6 +101,52 @@ func (a *Array) run(ops []memOp) {
 }
 
 type fanout struct{ wg sync.WaitGroup }
+
+// parallel says whether ops are worth fanning out to workers: there are
+// several, and they are not all small requests on memory devices.
+func (a *Array) parallel(ops []memOp) bool {
+	if len(ops) < 2 {
+		return false
+	}
+	total := 0
+	for i := range ops {
+		if !ops[i].m.memory {
+			return true
+		}
+		total += ops[i].bytes()
+	}
+	return total >= parallelThreshold
+}
+
+// runWhile runs ops[:ready] on workers at once and fill on the calling
+// goroutine meanwhile; when fill returns, it runs ops[ready:], whose
+// buffers fill produced, and waits for all. Full-stripe writes send the
+// caller's data to the members this way while they compute the parity.
+func (a *Array) runWhile(ops []memOp, ready int, fill func()) {
+	if ready == 0 || !a.parallel(ops) {
+		fill()
+		a.run(ops)
+		return
+	}
+	fo := fanoutPool.Get().(*fanout)
+	fo.wg.Add(len(ops) - 1)
+	for i := 0; i < len(ops); i++ {
+		if i == ready {
+			fill()
+		}
+		if i == len(ops)-1 {
+			break
+		}
+		ops[i].a, ops[i].done = a, &fo.wg
+		executors[uint64(ops[i].off>>16+int64(i))%execShards].submit(&ops[i])
+	}
+	if ready == len(ops) {
+		fill()
+	}
+	a.exec(&ops[len(ops)-1])
+	fo.wg.Wait()
+	fanoutPool.Put(fo)
+}
 
 var fanoutPool = sync.Pool{New: func() any { return new(fanout) }}
 

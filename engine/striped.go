@@ -29,7 +29,6 @@ type stripedPers struct {
 type stripeWork struct {
 	row  layout.Row
 	bufs []*buf
-	segs [][]byte // full-stripe writes: segs[role*K+i]
 	db   [][]byte // per data index: block over the hull
 	old  [][]byte // per data index: old data over its written range (rmw)
 	syn  [][]byte // per syndrome slot
@@ -95,8 +94,6 @@ func (w *stripeWork) freeBufs() {
 
 func (w *stripeWork) release() {
 	w.freeBufs()
-	clear(w.segs)
-	w.segs = w.segs[:0]
 	clear(w.syn[:cap(w.syn)])
 	putOps(w.ol)
 	w.ol = nil
@@ -421,53 +418,81 @@ func (sp *stripedPers) writeFull(p []byte, sector uint64, K int, fua bool, zeroe
 		}
 	} else {
 		cb := int(c) << 9
-		if cap(w.segs) < n*K {
-			w.segs = make([][]byte, n*K)
-		}
-		w.segs = w.segs[:n*K]
 		pAll := w.alloc(K * cb)
 		var qAll []byte
 		if sp.r6 {
 			qAll = w.alloc(K * cb)
 		}
-		for i := 0; i < K; i++ {
-			g.Row(s0+uint64(i), &w.row)
-			row := &w.row
-			base := i * int(stripeSec<<9)
-			for d, role := range row.Data {
-				w.db[d] = p[base+d*cb : base+(d+1)*cb]
-				w.segs[role*K+i] = w.db[d]
-			}
-			w.pb = pAll[i*cb : (i+1)*cb]
-			w.segs[row.P*K+i] = w.pb
-			if sp.r6 {
-				w.qb = qAll[i*cb : (i+1)*cb]
-				w.segs[row.Q*K+i] = w.qb
-			}
-			sp.computeParity(w)
-		}
-		for role := 0; role < n; role++ {
+		// One op per member chunk, as raid0 issues them: the data chunks
+		// are the caller's bytes and go to the members at once; the
+		// parity chunks are computed into pAll/qAll (the member write
+		// buffers) meanwhile and follow.
+		addOp := func(role int, b []byte, ms uint64) {
 			m := a.roles[role]
 			if !m.writable() {
 				degraded = true
-				continue
+				return
 			}
-			if m.State() != InSync && !m.readable(ms, mlen) {
+			if m.State() != InSync && !m.readable(ms, c) {
 				degraded = true
 			}
-			w.ol.ops = append(w.ol.ops, memOp{m: m, write: true, fua: fua, off: m.dataOff + int64(ms)<<9,
-				bufs: w.segs[role*K : (role+1)*K], tag: role})
+			w.ol.add(m, true, m.dataOff+int64(ms)<<9, b, role)
 		}
-		a.run(w.ol.ops)
-		for i := range w.ol.ops {
-			op := &w.ol.ops[i]
-			if op.err != nil {
-				a.stats.writeErrors.add(s0, 1)
+		for i := 0; i < K; i++ {
+			g.Row(s0+uint64(i), &w.row)
+			base := i * int(stripeSec<<9)
+			for d, role := range w.row.Data {
+				addOp(role, p[base+d*cb:base+(d+1)*cb], w.row.Sector)
+			}
+		}
+		ready := len(w.ol.ops)
+		for i := 0; i < K; i++ {
+			g.Row(s0+uint64(i), &w.row)
+			addOp(w.row.P, pAll[i*cb:(i+1)*cb], w.row.Sector)
+			if sp.r6 {
+				addOp(w.row.Q, qAll[i*cb:(i+1)*cb], w.row.Sector)
+			}
+		}
+		a.runWhile(w.ol.ops, ready, func() {
+			for i := 0; i < K; i++ {
+				g.Row(s0+uint64(i), &w.row)
+				base := i * int(stripeSec<<9)
+				for d := range w.row.Data {
+					w.db[d] = p[base+d*cb : base+(d+1)*cb]
+				}
+				w.pb = pAll[i*cb : (i+1)*cb]
+				if sp.r6 {
+					w.qb = qAll[i*cb : (i+1)*cb]
+				}
+				sp.computeParity(w)
+			}
+		})
+		for pass := 0; pass < 2; pass++ {
+			for i := range w.ol.ops {
+				op := &w.ol.ops[i]
+				if op.err == nil {
+					continue
+				}
 				degraded = true
-				if !a.failMember(op.m, op.err) {
-					err = op.err
+				if op.m.writable() { // once per member, not per chunk
+					a.stats.writeErrors.add(s0, 1)
+					if !a.failMember(op.m, op.err) {
+						err = op.err
+					}
 				}
 			}
+			if pass == 1 || !fua {
+				break
+			}
+			// FUA: one flush per member once all its chunks are written
+			// (a write op without buffers is a flush).
+			w.ol.ops = w.ol.ops[:0]
+			for role := 0; role < n; role++ {
+				if m := a.roles[role]; m.writable() {
+					w.ol.ops = append(w.ol.ops, memOp{m: m, write: true, fua: true, off: m.dataOff + int64(ms)<<9, tag: role})
+				}
+			}
+			a.run(w.ol.ops)
 		}
 		a.stats.fullStripe.add(s0, uint64(K))
 	}
