@@ -74,6 +74,10 @@ type Config struct {
 	// Workers is the number of goroutines per connection calling the
 	// Backend (default 32).
 	Workers int
+	// InlineMax is the longest READ or WRITE payload the connection's
+	// reader executes itself, without a worker, while such requests take
+	// the Backend only microseconds (default 64 KiB; negative: never).
+	InlineMax int
 	// MaxInFlight bounds the requests per connection that are queued,
 	// executing or waiting for their reply (default 128).
 	MaxInFlight int
@@ -127,6 +131,12 @@ func NewServer(cfg Config) (*Server, error) {
 	}
 	if cfg.MaxInFlight <= 0 {
 		cfg.MaxInFlight = 128
+	}
+	switch {
+	case cfg.InlineMax == 0:
+		cfg.InlineMax = 64 << 10
+	case cfg.InlineMax < 0:
+		cfg.InlineMax = 0
 	}
 	if cfg.Workers > cfg.MaxInFlight {
 		cfg.Workers = cfg.MaxInFlight

@@ -11,6 +11,7 @@ import (
 	"os"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -51,6 +52,21 @@ type transmission struct {
 	replies chan *request
 	budget  *budget
 
+	// inlineMax is the longest READ or WRITE the reader may execute itself
+	// (0: never); fastNs is a moving average of how long such requests
+	// took in the Backend, wherever they ran.
+	inlineMax uint32
+	fastNs    atomic.Int64
+	// The goroutine that reads requests (one at a time; see inline):
+	// br and seq belong to it. inlineState is seq<<1|1 while it executes
+	// request number seq itself; the watchdog clears the low bit when it
+	// hands reading over to a new goroutine.
+	br          *bufio.Reader
+	seq         uint64
+	inlineState atomic.Uint64
+	readers     sync.WaitGroup
+	readErr     chan error
+
 	// writer state
 	wbuf []byte
 	iov  net.Buffers
@@ -79,6 +95,7 @@ func (c *conn) transmit(x *exp, log *slog.Logger) error {
 		replies:    make(chan *request, cfg.MaxInFlight),
 		budget:     newBudget(cfg.MaxInFlightBytes),
 		wbuf:       make([]byte, 0, flushAtBytes+inlineData+64),
+		inlineMax:  uint32(cfg.InlineMax),
 	}
 	if !c.negotiated {
 		// A client that did not ask for block sizes may use the default
@@ -98,12 +115,27 @@ func (c *conn) transmit(x *exp, log *slog.Logger) error {
 		go func() {
 			defer workers.Done()
 			for r := range t.work {
-				t.exec(r)
+				t.timedExec(r)
 				t.replies <- r
 			}
 		}()
 	}
-	err := t.reader(bufio.NewReaderSize(c.rw, readBufSize))
+	t.br = bufio.NewReaderSize(c.rw, readBufSize)
+	t.readErr = make(chan error, 1)
+	t.readers.Add(1)
+	go t.readLoop()
+	stopWatch := make(chan struct{})
+	watchDone := make(chan struct{})
+	if t.inlineMax > 0 {
+		go t.watchdog(stopWatch, watchDone)
+	} else {
+		close(watchDone)
+	}
+	err := <-t.readErr
+	// Readers that were relieved still finish their request.
+	t.readers.Wait()
+	close(stopWatch)
+	<-watchDone
 	close(t.work)
 	workers.Wait()
 	close(t.replies)
@@ -123,16 +155,62 @@ func (c *conn) transmit(x *exp, log *slog.Logger) error {
 	return err
 }
 
+// readLoop runs reader and reports how reading ended, unless another
+// goroutine took reading over.
+func (t *transmission) readLoop() {
+	defer t.readers.Done()
+	if relieved, err := t.reader(); !relieved {
+		t.readErr <- err
+	}
+}
+
+// watchdog hands reading over to a new goroutine when the reader has been
+// executing the same request for a whole tick, so that a slow request run
+// inline never holds up those behind it. It ticks every millisecond while
+// requests come, less often (up to 16 ms) while the connection is idle.
+func (t *transmission) watchdog(stop <-chan struct{}, done chan<- struct{}) {
+	defer close(done)
+	const fast, slow = time.Millisecond, 16 * time.Millisecond
+	d := fast
+	tm := time.NewTimer(d)
+	defer tm.Stop()
+	var last uint64
+	for {
+		select {
+		case <-stop:
+			return
+		case <-tm.C:
+		}
+		st := t.inlineState.Load()
+		switch {
+		case st&1 != 0 && st == last:
+			if t.inlineState.CompareAndSwap(st, st&^1) {
+				t.readers.Add(1)
+				go t.readLoop()
+			}
+			d = fast
+		case st != last:
+			d = fast
+		default:
+			d = min(2*d, slow)
+		}
+		last = st
+		tm.Reset(d)
+	}
+}
+
 // reader reads requests until NBD_CMD_DISC (nil), EOF, a protocol violation
-// or Server.Close.
-func (t *transmission) reader(br *bufio.Reader) error {
+// or Server.Close; relieved reports that the watchdog handed reading to
+// another goroutine while this one executed a request.
+func (t *transmission) reader() (relieved bool, err error) {
+	br := t.br
 	var h [requestSize]byte
 	for {
 		if _, err := io.ReadFull(br, h[:]); err != nil {
-			return err
+			return false, err
 		}
 		if m := binary.BigEndian.Uint32(h[0:]); m != magicRequest {
-			return fmt.Errorf("nbd: bad request magic %#x", m)
+			return false, fmt.Errorf("nbd: bad request magic %#x", m)
 		}
 		r := <-t.free
 		r.flags = binary.BigEndian.Uint16(h[4:])
@@ -142,18 +220,18 @@ func (t *transmission) reader(br *bufio.Reader) error {
 		r.length = binary.BigEndian.Uint32(h[24:])
 		if r.typ == cmdDisc {
 			t.free <- r
-			return nil
+			return false, nil
 		}
 		r.errno, r.msg = t.check(r)
 		if r.errno != 0 {
 			if r.typ == cmdWrite {
 				if r.length > t.discardMax {
 					t.replies <- r
-					return fmt.Errorf("nbd: refused write payload of %d bytes: disconnecting", r.length)
+					return false, fmt.Errorf("nbd: refused write payload of %d bytes: disconnecting", r.length)
 				}
 				if _, err := io.CopyN(io.Discard, br, int64(r.length)); err != nil {
 					t.free <- r
-					return err
+					return false, err
 				}
 			}
 			t.replies <- r
@@ -165,12 +243,52 @@ func (t *transmission) reader(br *bufio.Reader) error {
 			if r.typ == cmdWrite {
 				if _, err := io.ReadFull(br, r.data.b); err != nil {
 					t.recycle(r)
-					return err
+					return false, err
 				}
 			}
 		}
+		if t.inline(r) {
+			t.seq++
+			busy := t.seq<<1 | 1
+			t.inlineState.Store(busy)
+			t.timedExec(r)
+			kept := t.inlineState.CompareAndSwap(busy, busy&^1)
+			t.replies <- r
+			if !kept {
+				return true, nil
+			}
+			continue
+		}
 		t.work <- r
 	}
+}
+
+// Requests are executed by the reader itself, without handing them to a
+// worker goroutine and back, while small reads and writes complete in the
+// Backend within inlineNs on average (memory, tmpfs or page cache): a
+// goroutine hand-off costs more than such a request. Slower Backends
+// (devices, O_DIRECT) get the workers, which keep many requests in flight.
+const inlineNs = 20_000
+
+// inline says whether the reader executes r itself.
+func (t *transmission) inline(r *request) bool {
+	return (r.typ == cmdRead || r.typ == cmdWrite) && r.length <= t.inlineMax &&
+		r.flags&cmdFlagFUA == 0 && t.fastNs.Load() < inlineNs
+}
+
+// timedExec executes r; for small reads and writes it updates the moving
+// average of their Backend time.
+func (t *transmission) timedExec(r *request) {
+	if (r.typ != cmdRead && r.typ != cmdWrite) || r.length > t.inlineMax || r.flags&cmdFlagFUA != 0 {
+		t.exec(r)
+		return
+	}
+	t0 := time.Now()
+	t.exec(r)
+	d := int64(time.Since(t0))
+	// avg += (d - avg) / 8; races between workers only lose an update.
+	avg := t.fastNs.Load()
+	t.fastNs.Store(avg + (d-avg)/8)
 }
 
 // check validates a request; it returns the NBD error and a message.

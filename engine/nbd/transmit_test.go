@@ -4,9 +4,12 @@ import (
 	"bytes"
 	"fmt"
 	"math"
+	"runtime"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 )
 
 const (
@@ -278,9 +281,17 @@ func TestBadRequestMagic(t *testing.T) {
 }
 
 // TestOutOfOrder holds one read in the Backend and checks that a later
-// request is answered first.
+// request is answered first: with workers only, and with inline execution,
+// where the held read runs in the reader until the watchdog hands reading
+// over to another goroutine.
 func TestOutOfOrder(t *testing.T) {
-	_, sock, rb := transmissionServer(t, Config{})
+	for _, cfg := range []Config{{}, {InlineMax: -1}} {
+		t.Run(fmt.Sprintf("InlineMax=%d", cfg.InlineMax), func(t *testing.T) { testOutOfOrder(t, cfg) })
+	}
+}
+
+func testOutOfOrder(t *testing.T, cfg Config) {
+	_, sock, rb := transmissionServer(t, cfg)
 	entered := make(chan struct{})
 	release := make(chan struct{})
 	var once sync.Once
@@ -381,4 +392,59 @@ func TestPipelined(t *testing.T) {
 	wg.Wait()
 	got := snapshot(t, rb)
 	mustEqual(t, "untouched last quarter", got[3*tSize/4:], orig[3*tSize/4:])
+}
+
+// TestInlineTakeovers pipelines reads and writes on a Backend whose
+// requests are mostly fast and sometimes held for milliseconds, so that
+// the reader executes requests itself, the watchdog hands reading over
+// and the server falls back to workers and returns to inline execution:
+// every request gets its reply with the right data, and no goroutine is
+// left behind when the connection closes.
+func TestInlineTakeovers(t *testing.T) {
+	base := runtime.NumGoroutine()
+	s, sock, rb := transmissionServer(t, Config{})
+	var n atomic.Int64
+	slow := func(int64) {
+		if n.Add(1)%97 == 0 {
+			time.Sleep(3 * time.Millisecond)
+		}
+	}
+	rb.onRead, rb.onWrite = slow, slow
+	c := dialRaw(t, "unix", sock)
+	c.start("x", false, infoBlockSize)
+	const batch, rounds = 24, 40
+	blocks := uint64(tSize / tMin)
+	orig := pattern(tSize, 3)
+	for round := 0; round < rounds; round++ {
+		want := map[uint64][]byte{}
+		for i := 0; i < batch; i++ {
+			cookie := uint64(round*batch + i)
+			// Writes go to the first half, reads to the second (untouched).
+			if i%2 == 0 {
+				off := (cookie % (blocks / 2)) * tMin
+				c.send(0, cmdWrite, cookie, off, tMin, pattern(tMin, byte(cookie)))
+				want[cookie] = nil
+			} else {
+				off := (blocks/2 + cookie%(blocks/2)) * tMin
+				c.send(0, cmdRead, cookie, off, tMin, nil)
+				want[cookie] = orig[off : off+tMin]
+			}
+		}
+		for i := 0; i < batch; i++ {
+			r := c.readReply(func(cookie uint64) int {
+				if want[cookie] == nil {
+					return 0
+				}
+				return tMin
+			})
+			w, ok := want[r.cookie]
+			if !ok || r.errno != 0 || !bytes.Equal(r.data, w) {
+				t.Fatalf("round %d: reply to %d: known %v, errno %d, data ok %v", round, r.cookie, ok, r.errno, bytes.Equal(r.data, w))
+			}
+			delete(want, r.cookie)
+		}
+	}
+	c.nc.Close()
+	s.Close()
+	waitGoroutines(t, base+2)
 }
