@@ -160,7 +160,7 @@ type Array struct {
 	suspended atomic.Bool
 	suspMu    sync.Mutex
 	suspCond  *sync.Cond
-	userIO    atomic.Uint64 // user requests, for md's is_mddev_idle
+	userIO    shardedCounter // user requests, for md's is_mddev_idle
 	sc        syncCtl
 }
 
@@ -250,6 +250,15 @@ func Open(devs []Device, opts Options) (*Array, error) {
 	for _, i := range as.spares {
 		m := mk(i, -1)
 		m.state.Store(uint32(Spare))
+	}
+	for role, i := range as.repl {
+		// A replacement that was being rebuilt: resumed by the sync thread.
+		m := mk(i, role)
+		sb := as.supers[i].sb
+		m.state.Store(uint32(Recovering))
+		m.recovery.Store(sb.RecoveryOffset)
+		m.recCP.Store(sb.RecoveryOffset)
+		m.replacement = true
 	}
 	if a.level == layout.Linear || a.level == layout.RAID0 {
 		p.DevSectors = make([]uint64, a.n)
@@ -512,7 +521,11 @@ func (a *Array) Clean() bool {
 }
 
 // Degraded is the number of roles without an in-sync member.
-func (a *Array) Degraded() int { return a.degraded() }
+func (a *Array) Degraded() int {
+	a.cfgMu.RLock()
+	defer a.cfgMu.RUnlock()
+	return a.degraded()
+}
 
 func (a *Array) enter() error {
 	for {
@@ -561,7 +574,7 @@ func (a *Array) ReadAt(p []byte, off int64) (int, error) {
 		return 0, err
 	}
 	defer a.leave()
-	a.userIO.Add(1)
+	a.userIO.add(uint64(off>>20), 1)
 	done := int64(0)
 	err := a.pieces(off, int64(len(p)), func(o, n int64, full bool) error {
 		err := a.pers.read(p[o-off:o-off+n], uint64(o>>9))
@@ -598,7 +611,7 @@ func (a *Array) write(p []byte, off int64, fua bool) (int, error) {
 	if len(p) == 0 {
 		return 0, nil
 	}
-	a.userIO.Add(1)
+	a.userIO.add(uint64(off>>20), 1)
 	key := uint64(off >> 20)
 	if err := a.writeStart(key); err != nil {
 		return 0, err
@@ -733,7 +746,7 @@ func (a *Array) zeroOrDiscard(off, n int64, discard bool) error {
 	if n == 0 {
 		return nil
 	}
-	a.userIO.Add(1)
+	a.userIO.add(uint64(off>>20), 1)
 	key := uint64(off >> 20)
 	if err := a.writeStart(key); err != nil {
 		return err
@@ -849,13 +862,19 @@ func (a *Array) memberError(m *member, err error, write bool) bool {
 
 // Fail marks the member in role faulty, like `mdadm --fail`.
 func (a *Array) Fail(role int) error {
-	if role < 0 || role >= a.n || a.roles[role] == nil {
+	var m *member
+	if role >= 0 && role < a.n {
+		a.cfgMu.RLock()
+		m = a.roles[role]
+		a.cfgMu.RUnlock()
+	}
+	if m == nil {
 		return fmt.Errorf("engine: no member in role %d", role)
 	}
 	if a.opts.ReadOnly {
 		return ErrReadOnly
 	}
-	a.failMember(a.roles[role], errors.New("marked faulty"))
+	a.failMember(m, errors.New("marked faulty"))
 	return nil
 }
 

@@ -111,6 +111,7 @@ type assembly struct {
 	roleDev []int          // per role: device index or -1
 	spares  []int          // device indexes
 	stale   []int          // device indexes left out (too old, faulty, duplicate)
+	repl    map[int]int    // role -> device index of its replacement
 }
 
 // assemble decides, like mdadm --assemble plus the kernel's
@@ -171,9 +172,26 @@ func assemble(devs []Device, minor int) (*assembly, error) {
 			continue
 		}
 		if j := as.roleDev[own]; j >= 0 {
+			o := as.supers[j].sb
+			// A replacement being rebuilt next to the member it
+			// replaces (both current): md resumes the replacement.
+			isRepl := func(x *superblock.Superblock) bool {
+				return x.FeatureMap&superblock.FeatureReplacement != 0 && x.FeatureMap&superblock.FeatureRecoveryOffset != 0
+			}
+			if o.Events == sb.Events && isRepl(sb) != isRepl(o) {
+				if as.repl == nil {
+					as.repl = make(map[int]int)
+				}
+				if isRepl(sb) {
+					as.repl[int(own)] = i
+					continue
+				}
+				as.repl[int(own)] = j
+				as.roleDev[own] = i
+				continue
+			}
 			// Two devices claim a role: keep the fresher, prefer a
 			// non-replacement.
-			o := as.supers[j].sb
 			if o.Events > sb.Events || (o.Events == sb.Events && sb.FeatureMap&superblock.FeatureReplacement != 0) {
 				as.stale = append(as.stale, i)
 				continue

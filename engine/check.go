@@ -29,7 +29,7 @@ func (a *Array) Check(ctx context.Context, repair bool) (uint64, error) {
 	if repair && a.opts.ReadOnly {
 		return 0, ErrReadOnly
 	}
-	if a.degraded() > 0 {
+	if a.Degraded() > 0 {
 		return 0, ErrDegradedCheck
 	}
 	act := ActionCheck

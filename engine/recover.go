@@ -175,7 +175,7 @@ func (a *Array) StartAction(action string) error {
 		a.checkRecovery()
 		return nil
 	}
-	if a.degraded() > 0 {
+	if a.Degraded() > 0 {
 		return ErrDegradedCheck
 	}
 	ctx, ok := a.claim(context.Background(), action)

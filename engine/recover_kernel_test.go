@@ -196,6 +196,7 @@ mdvm-crash 0
 		if got := arrayMD5(t, a); got != kv["MD5 0"] {
 			t.Errorf("md0 data md5 %s, kernel had %s", got, kv["MD5 0"])
 		}
+		compareAdded(t, a, sb, 32<<20)
 		a.Close()
 	}
 	// md1: raid1 initial resync stopped.
@@ -268,6 +269,7 @@ mdvm-crash 0
 		if got := arrayMD5(t, a); got != kv["MD5 2"] {
 			t.Errorf("md2 data md5 %s, kernel had %s", got, kv["MD5 2"])
 		}
+		compareAdded(t, a, sb, 24<<20)
 		a.Close()
 	}
 
@@ -384,4 +386,43 @@ func mustFile(t *testing.T, p string) Device {
 	}
 	t.Cleanup(func() { d.Close() })
 	return d
+}
+
+// compareAdded adds a blank device of size to a and compares the layout
+// fields of the superblock the engine writes with those mdadm --add wrote
+// for the kernel's spare (want), then removes it again.
+func compareAdded(t *testing.T, a *Array, want *superblock.Superblock, size int64) {
+	t.Helper()
+	d := NewMemDevice(size)
+	idx, err := a.AddDevice(d.Reopen(), AddOptions{Replacement: -1})
+	if err != nil {
+		t.Fatalf("add: %v", err)
+	}
+	got := readSB(t, d)
+	type f struct {
+		name      string
+		got, want any
+	}
+	for _, x := range []f{
+		{"data_offset", got.DataOffset, want.DataOffset},
+		{"data_size", got.DataSize, want.DataSize},
+		{"super_offset", got.SuperOffset, want.SuperOffset},
+		{"bitmap_offset", got.BitmapOffset, want.BitmapOffset},
+		{"bblog_offset", got.BBLogOffset, want.BBLogOffset},
+		{"bblog_size", got.BBLogSize, want.BBLogSize},
+		{"set_uuid", got.SetUUID, want.SetUUID},
+		{"level", got.Level, want.Level},
+		{"size", got.Size, want.Size},
+		{"feature_map&bitmap", got.FeatureMap & superblock.FeatureBitmapOffset, want.FeatureMap & superblock.FeatureBitmapOffset},
+	} {
+		if x.got != x.want {
+			t.Errorf("added device %s = %v, mdadm --add wrote %v", x.name, x.got, x.want)
+		}
+	}
+	if got.Role() != superblock.RoleSpare || got.DeviceUUID == want.DeviceUUID {
+		t.Errorf("added device: role %#x, device_uuid %x", got.Role(), got.DeviceUUID)
+	}
+	if err := a.RemoveDevice(idx); err != nil {
+		t.Fatal(err)
+	}
 }

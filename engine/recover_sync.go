@@ -129,7 +129,7 @@ func (a *Array) begin(action string, total, start uint64) {
 		s.marks[i] = syncMark{t: s.started}
 	}
 	s.lastMk = 0
-	s.lastIO = a.userIO.Load()
+	s.lastIO = a.userIO.load()
 }
 
 // release gives the slot back. record says an action ran (it becomes
@@ -186,7 +186,7 @@ func (a *Array) step(ctx context.Context, pos, io uint64) error {
 		}
 		cur := s.io.Load()
 		speed := (cur-oldest.io)/2/(uint64(now.Sub(oldest.t)/time.Second)+1) + 1
-		io := a.userIO.Load()
+		io := a.userIO.load()
 		idle := io == s.lastIO
 		s.lastIO = io
 		s.mu.Unlock()
@@ -261,6 +261,13 @@ func (a *Array) checkRecovery() {
 	}
 	ctx, ok := a.claim(context.Background(), "")
 	if !ok {
+		return
+	}
+	if old, sp := a.pendingReplacement(); sp != nil {
+		a.sc.mu.Lock()
+		a.sc.action = ActionRecover
+		a.sc.mu.Unlock()
+		a.startReplace(ctx, old, sp, true)
 		return
 	}
 	act := a.pickAction()
@@ -365,9 +372,26 @@ func (a *Array) assignSpares() int {
 	for _, r := range holes {
 		free[r] = true
 	}
+	// A replacement whose member failed takes over the role and goes on
+	// recovering from where it is.
+	for _, m := range a.all {
+		if r := m.role; m.replacement && r >= 0 && free[r] && m.State() == Recovering && !m.removed.Load() && a.roles[r] != m {
+			if old := a.roles[r]; old != nil {
+				old.role = -1
+			}
+			m.replacement = false
+			a.roles[r] = m
+			delete(free, r)
+			n++
+			a.opts.Logf("md: replacement device %d takes over role %d", m.index, r)
+		}
+	}
 	var rest []*member
 	// A re-added member goes back to its old role (saved_raid_disk).
 	for _, sp := range spares {
+		if sp.role >= 0 {
+			continue // a replacement (handled above)
+		}
 		if r := sp.savedRole; r >= 0 && free[r] {
 			delete(free, r)
 			take(r, sp, a.hasBM)
@@ -410,6 +434,9 @@ func (a *Array) sparePlanLocked() (holes []int, spares []*member) {
 	for _, m := range a.all {
 		if m.role < 0 && !m.removed.Load() && m.State() == Spare {
 			spares = append(spares, m)
+		}
+		if m.replacement && m.role >= 0 && a.roles[m.role] != m && m.State() == Recovering && !m.removed.Load() {
+			spares = append(spares, m) // may take over a failed role
 		}
 	}
 	return holes, spares

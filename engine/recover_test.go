@@ -883,3 +883,67 @@ func TestDegradedMirrorResync(t *testing.T) {
 	checkContent(t, b, m)
 	b.Close()
 }
+
+// TestReplaceResume: a replacement interrupted by Close records its
+// recovery_offset and MD_FEATURE_REPLACEMENT; the next Open resumes it
+// from there.
+func TestReplaceResume(t *testing.T) {
+	s := spec{level: "raid5", n: 3, chunkKiB: 64, devMiB: []int{4}, bitmap: true}
+	mems := createChunk(t, s, 256<<10)
+	a := open(t, mems, recoverOptions())
+	m := newModel(a.Size())
+	p := make([]byte, a.Size())
+	fillPattern(newRand(23), p)
+	mustWrite(t, a, m, p, 0)
+	spare := NewMemDevice(s.devSize(0))
+	idx, err := a.AddDevice(spare.Reopen(), AddOptions{Replacement: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	paused := pausingSleep(a)
+	a.SetSyncLimits(SyncLimits{MinKBps: 1, MaxKBps: 1})
+	if err := a.Replace(1, idx); err != nil {
+		t.Fatal(err)
+	}
+	<-paused
+	if err := a.Close(); err != nil {
+		t.Fatal(err)
+	}
+	sb := readSB(t, spare)
+	rec := sb.RecoveryOffset
+	if sb.Role() != 1 || sb.FeatureMap&superblock.FeatureReplacement == 0 || sb.FeatureMap&superblock.FeatureRecoveryOffset == 0 || rec == 0 {
+		t.Fatalf("interrupted replacement: role %d features %#x recovery_offset %d", sb.Role(), sb.FeatureMap, rec)
+	}
+	if old := readSB(t, mems[1]); old.Role() != 1 || old.FeatureMap&superblock.FeatureReplacement != 0 {
+		t.Fatalf("replaced member: role %d features %#x", old.Role(), old.FeatureMap)
+	}
+	cw := &offsetWrites{Device: spare.Reopen(), from: int64(sb.DataOffset) * 512, below: int64(sb.DataOffset+rec) * 512}
+	ds := append(devices(mems), cw)
+	b, err := Open(ds, recoverOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ms := b.Members()
+	if len(ms) != 4 || ms[3].Role != 1 || ms[3].State != Recovering || ms[3].RecoveryOffset != rec || ms[1].Device != 1 {
+		t.Fatalf("reopened: %+v", ms)
+	}
+	if err := b.StartAction(ActionRecover); err != nil {
+		t.Fatal(err)
+	}
+	waitSync(t, b)
+	ms = b.Members()
+	if ms[1].Device != 3 || ms[1].State != InSync || b.Degraded() != 0 {
+		t.Fatalf("after resume: %+v", ms)
+	}
+	if n := cw.count.Load(); n != 0 {
+		t.Errorf("%d writes below the replacement's recovery offset %d", n, rec)
+	}
+	if st := b.SyncStatus(); st.Written != st.Total-rec {
+		t.Errorf("resumed replacement wrote %d sectors, want %d", st.Written, st.Total-rec)
+	}
+	if mm, err := b.Check(context.Background(), false); err != nil || mm != 0 {
+		t.Fatalf("check: %d, %v", mm, err)
+	}
+	checkContent(t, b, m)
+	b.Close()
+}

@@ -18,9 +18,8 @@ import (
 // carries MD_FEATURE_REPLACEMENT and its recovery_offset in its superblock
 // meanwhile.
 //
-// Limitation: a replacement interrupted by Close is not resumed at the
-// next Open (the old member keeps the role; the replacement is left out
-// of the assembly like mdadm does for a second claimant of a role).
+// An interrupted replacement (idle, frozen, Close) records its
+// recovery_offset and is resumed from there, also after the next Open.
 
 // teeDevice mirrors the writes to a member's data area onto its
 // replacement.
@@ -138,6 +137,15 @@ func (a *Array) Replace(role, with int) error {
 	if !ok {
 		return ErrBusy
 	}
+	a.startReplace(ctx, old, sp, false)
+	return nil
+}
+
+// startReplace sets up the write mirroring and runs the replacement in
+// the claimed sync slot; resume continues a replacement found at Open
+// from its recovery_offset.
+func (a *Array) startReplace(ctx context.Context, old, sp *member, resume bool) {
+	role := old.role
 	tee := &teeDevice{Device: old.dev, lo: old.dataOff, hi: old.dataOff + int64(a.geo.DevSectors(role))*512, repl: sp}
 	tee.onError = func(err error) {
 		if a.markFaulty(sp, err) {
@@ -150,8 +158,10 @@ func (a *Array) Replace(role, with int) error {
 	sp.role = role
 	sp.replacement = true
 	sp.savedRole = -1
-	sp.recovery.Store(0)
-	sp.recCP.Store(0)
+	if !resume {
+		sp.recovery.Store(0)
+		sp.recCP.Store(0)
+	}
 	sp.state.Store(uint32(Recovering))
 	old.dev = tee
 	a.cfgMu.Unlock()
@@ -172,18 +182,39 @@ func (a *Array) Replace(role, with int) error {
 			a.checkRecovery()
 		}
 	}()
-	return nil
+}
+
+// pendingReplacement finds a replacement found at Open that waits to be
+// resumed, and the member it replaces.
+func (a *Array) pendingReplacement() (old, sp *member) {
+	a.cfgMu.RLock()
+	defer a.cfgMu.RUnlock()
+	for _, m := range a.all {
+		if !m.replacement || m.role < 0 || m.removed.Load() || m.State() != Recovering {
+			continue
+		}
+		o := a.roles[m.role]
+		if o == nil || o == m || o.State() != InSync {
+			continue
+		}
+		if _, busy := o.dev.(*teeDevice); busy {
+			continue
+		}
+		return o, m
+	}
+	return nil, nil
 }
 
 // replace copies old onto its replacement sp and swaps them.
 func (a *Array) replace(ctx context.Context, old, sp *member, tee *teeDevice) error {
 	role := sp.role
 	total := a.geo.DevSectors(role)
-	a.begin(ActionRecover, total, 0)
+	from := sp.recovery.Load()
+	a.begin(ActionRecover, total, from)
 	step := total/16 + 1
-	nextCP := step
+	nextCP := from + step
 	var err error
-	for s := uint64(0); s < total; {
+	for s := from; s < total; {
 		if err = ctx.Err(); err != nil {
 			break
 		}
@@ -220,15 +251,21 @@ func (a *Array) replace(ctx context.Context, old, sp *member, tee *teeDevice) er
 		old.state.Store(uint32(Faulty))
 		old.role = -1
 		a.opts.Logf("md: role %d replaced: device %d in sync, device %d faulty", role, sp.index, old.index)
-	} else if sp.State() != Faulty {
-		// interrupted: the replacement becomes a plain spare again
-		sp.state.Store(uint32(Spare))
+	} else if sp.State() == Recovering && old.State() == InSync {
+		// interrupted (idle, frozen, Close): the replacement keeps its
+		// place and records where it got to; it is resumed later (or at
+		// the next Open).
+		sp.recCP.Store(sp.recovery.Load())
+	} else {
+		// the replacement failed, or the member it replaces did: it
+		// leaves the role (a spare again unless faulty)
+		if sp.State() != Faulty {
+			sp.state.Store(uint32(Spare))
+			sp.recovery.Store(0)
+			sp.recCP.Store(0)
+		}
 		sp.role = -1
 		sp.replacement = false
-		sp.recovery.Store(0)
-		sp.recCP.Store(0)
-	} else {
-		sp.role = -1
 	}
 	a.failMu.Unlock()
 	a.cfgMu.Unlock()
