@@ -3,6 +3,7 @@ package cmd
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"os/exec"
@@ -32,6 +33,57 @@ func syncOf(t *testing.T, runDir, md string) map[string]any {
 	t.Helper()
 	s, _ := detailJSONOf(t, runDir, md)["sync"].(map[string]any)
 	return s
+}
+
+// syncDone waits until no sync action runs and the last one was want: the
+// engine starts an action from its own thread, so right after --add or
+// --action a "wait" may find nothing running yet (as with the kernel).
+func syncDone(t *testing.T, runDir, md, want string) map[string]any {
+	t.Helper()
+	mdtool(t, "wait", md, "--run-dir", runDir)
+	deadline := time.Now().Add(time.Minute)
+	for {
+		sy := syncOf(t, runDir, md)
+		if sy["action"] == "idle" && sy["last_action"] == want {
+			return sy
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: no %s finished: %v", md, want, sy)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// waitHealthy waits until the array is neither degraded nor syncing.
+func waitHealthy(t *testing.T, runDir, md string) map[string]any {
+	t.Helper()
+	mdtool(t, "wait", md, "--run-dir", runDir)
+	deadline := time.Now().Add(time.Minute)
+	for {
+		d := detailJSONOf(t, runDir, md)
+		state := fmt.Sprint(d["state"])
+		sy, _ := d["sync"].(map[string]any)
+		if sy["action"] == "idle" && !strings.Contains(state, "degraded") && !strings.Contains(state, "recovering") {
+			return sy
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: still %s: %v", md, state, sy)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// detailWhen polls detail until its text contains marker.
+func detailWhen(t *testing.T, runDir, md, marker string) string {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		_, out, _ := mdtool(t, "detail", "--run-dir", runDir, md)
+		if strings.Contains(out, marker) || time.Now().After(deadline) {
+			return out
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 // TestManageRebuild fails and removes a raid5 member, adds a fresh spare
@@ -69,7 +121,7 @@ func TestManageRebuild(t *testing.T) {
 	if code, errs := m("--add", spare); code != 0 || errs != "mdtool: added "+spare+"\n" {
 		t.Fatalf("--add: exit %d %q", code, errs)
 	}
-	_, out, _ := mdtool(t, "detail", "--run-dir", runDir, md)
+	out := detailWhen(t, runDir, md, "recovering \n")
 	for _, want := range []string{
 		"             State : clean, degraded, recovering \n",
 		"    Rebuild Status : ",
@@ -93,15 +145,25 @@ func TestManageRebuild(t *testing.T) {
 		t.Errorf("check during the rebuild: exit %d %q", code, errs)
 	}
 	ev.wait("RebuildStarted " + md) // the monitor saw it before it speeds up
+	// wait draws its progress line while the rebuild runs, and returns 0
+	// once it is over.
+	progress := &lockedBuffer{}
+	env, _, _ := daemonEnv()
+	env.Stderr = progress
+	waited := make(chan int, 1)
+	go func() {
+		waited <- Main([]string{"--wait", md, "--run-dir", runDir, "--progress", "--poll", "100ms"}, env)
+	}()
+	for i := 0; i < 100 && !strings.Contains(progress.String(), "recovery ="); i++ {
+		time.Sleep(50 * time.Millisecond)
+	}
 	if code, _, errs := mdtool(t, "action", "--sync-speed-max", "0", "--run-dir", runDir, md); code != 0 {
 		t.Fatalf("action --sync-speed-max 0: %d %s", code, errs)
 	}
-	var progress bytes.Buffer
-	env, _, _ := daemonEnv()
-	env.Stderr = &progress
-	if code := Main([]string{"--wait", md, "--run-dir", runDir, "--progress"}, env); code != 0 {
+	if code := <-waited; code != 0 {
 		t.Errorf("wait during the rebuild: exit %d", code)
 	}
+	waitHealthy(t, runDir, md)
 	if !strings.Contains(progress.String(), md+": [") || !strings.HasSuffix(progress.String(), "\n") {
 		t.Errorf("wait --progress printed %q", progress.String())
 	}
@@ -128,8 +190,7 @@ func TestManageRebuild(t *testing.T) {
 	if code, errs := m("--re-add", devs[2]); code != 0 || errs != "mdtool: re-added "+devs[2]+"\n" {
 		t.Fatalf("--re-add: exit %d %q", code, errs)
 	}
-	mdtool(t, "wait", md, "--run-dir", runDir)
-	sy = syncOf(t, runDir, md)
+	sy = waitHealthy(t, runDir, md)
 	written := sy["written_sectors"].(float64)
 	if sy["last_action"] != "recover" || written == 0 || written > 4*2048 {
 		t.Errorf("re-add rebuilt %v sectors (want the dirty 1 MiB bitmap chunks only): %v", written, sy)
@@ -143,8 +204,7 @@ func TestManageRebuild(t *testing.T) {
 	if code, _, errs := mdtool(t, "--action=check", md, "--run-dir", runDir); code != 0 || errs != "" {
 		t.Errorf("--action=check: exit %d %q", code, errs)
 	}
-	mdtool(t, "wait", md, "--run-dir", runDir)
-	if sy = syncOf(t, runDir, md); sy["last_action"] != "check" || sy["mismatch_cnt"] != float64(0) {
+	if sy = syncDone(t, runDir, md, "check"); sy["mismatch_cnt"] != float64(0) {
 		t.Errorf("after the check: %v", sy)
 	}
 	if got := nbdRead(t, s.nbdURI(), len(data)); !bytes.Equal(got, data) {
@@ -217,12 +277,11 @@ func TestCheckRepair(t *testing.T) {
 	if code, _, errs := mdtool(t, "--action=repair", md, "--run-dir", runDir); code != 0 || errs != "" {
 		t.Fatalf("--action=repair: exit %d %q", code, errs)
 	}
-	mdtool(t, "wait", md, "--run-dir", runDir)
+	syncDone(t, runDir, md, "repair")
 	if code, _, errs := mdtool(t, "--action", "check", md, "--run-dir", runDir); code != 0 || errs != "" {
 		t.Fatalf("--action check: exit %d %q", code, errs)
 	}
-	mdtool(t, "wait", md, "--run-dir", runDir)
-	if sy = syncOf(t, runDir, md); sy["last_action"] != "check" || sy["mismatch_cnt"] != float64(0) {
+	if sy = syncDone(t, runDir, md, "check"); sy["mismatch_cnt"] != float64(0) {
 		t.Errorf("check after the repair: %v", sy)
 	}
 	// Bad actions, as mdadm words them.

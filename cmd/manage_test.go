@@ -196,7 +196,7 @@ func TestManageDetached(t *testing.T) {
 	if code, errs := m("--add", fsImg, "--force"); code != 0 || errs != "mdtool: added "+fsImg+"\n" {
 		t.Errorf("--add --force of a filesystem: exit %d %q", code, errs)
 	}
-	mdtool(t, "wait", md, "--run-dir", runDir)
+	waitHealthy(t, runDir, md)
 	_, out, _ = mdtool(t, "-D", md, "--run-dir", runDir)
 	if !strings.Contains(out, "             State : clean \n") || !strings.Contains(out, "      active sync   "+fsImg+"\n") {
 		t.Errorf("detail after the forced add:\n%s", out)
