@@ -45,6 +45,15 @@ func (b *Backend) WithoutMetrics() *Backend {
 	return &c
 }
 
+// start returns the time a request starts, when metrics are recorded
+// (reading the clock is a noticeable part of a 4 KiB request on tmpfs).
+func (b *Backend) start() time.Time {
+	if b.m == nil {
+		return time.Time{}
+	}
+	return time.Now()
+}
+
 func (b *Backend) observe(op metrics.Op, n int64, t0 time.Time, err error) {
 	if b.m == nil {
 		return
@@ -58,7 +67,7 @@ func (b *Backend) observe(op metrics.Op, n int64, t0 time.Time, err error) {
 
 // ReadAt reads from the array.
 func (b *Backend) ReadAt(p []byte, off int64) (int, error) {
-	t0 := time.Now()
+	t0 := b.start()
 	n, err := b.a.ReadAt(p, off)
 	b.observe(metrics.OpRead, int64(len(p)), t0, err)
 	return n, err
@@ -66,7 +75,7 @@ func (b *Backend) ReadAt(p []byte, off int64) (int, error) {
 
 // WriteAt writes to the array.
 func (b *Backend) WriteAt(p []byte, off int64) (int, error) {
-	t0 := time.Now()
+	t0 := b.start()
 	n, err := b.a.WriteAt(p, off)
 	b.observe(metrics.OpWrite, int64(len(p)), t0, err)
 	return n, err
@@ -74,7 +83,7 @@ func (b *Backend) WriteAt(p []byte, off int64) (int, error) {
 
 // WriteAtFUA writes durably.
 func (b *Backend) WriteAtFUA(p []byte, off int64) (int, error) {
-	t0 := time.Now()
+	t0 := b.start()
 	n, err := b.a.WriteAtFUA(p, off)
 	b.observe(metrics.OpWrite, int64(len(p)), t0, err)
 	return n, err
@@ -82,7 +91,7 @@ func (b *Backend) WriteAtFUA(p []byte, off int64) (int, error) {
 
 // Flush makes acknowledged writes durable.
 func (b *Backend) Flush() error {
-	t0 := time.Now()
+	t0 := b.start()
 	err := b.a.Flush()
 	b.observe(metrics.OpFlush, 0, t0, err)
 	return err
@@ -90,7 +99,7 @@ func (b *Backend) Flush() error {
 
 // Discard passes a discard to the array.
 func (b *Backend) Discard(off, length int64) error {
-	t0 := time.Now()
+	t0 := b.start()
 	err := b.a.Discard(off, length)
 	b.observe(metrics.OpDiscard, length, t0, err)
 	return err
@@ -100,7 +109,7 @@ func (b *Backend) Discard(off, length int64) error {
 // range unprovisioned that the members cannot read back as zeroes), so
 // mayTrim makes no difference.
 func (b *Backend) WriteZeroes(off, length int64, mayTrim bool) error {
-	t0 := time.Now()
+	t0 := b.start()
 	err := b.a.WriteZeroes(off, length)
 	b.observe(metrics.OpWriteZeroes, length, t0, err)
 	return err
