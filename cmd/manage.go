@@ -46,7 +46,11 @@ Keywords instead of a DEVICE, as in mdadm: "failed" (or "faulty") with
 --remove or --re-add means every faulty member; "detached" with --remove or
 --fail means every member whose device is gone; a name without a "/" (such as
 "loop1" or "d1.img") with --remove or --fail means the member of that base
-name.
+name. Messages name such members by path (mdadm prints "MAJOR:MINOR", which
+is 0:0 for image files).
+
+Like mdadm, the operations are asynchronous to the rebuilds they cause: right
+after --add, "wait" or "detail" may for a moment show no recovery yet.
 
 --add refuses a device that holds a filesystem, a partition table or another
 array's superblock unless --force is given (mdtool's addition: mdadm adds
