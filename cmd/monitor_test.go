@@ -90,6 +90,19 @@ func TestMonitorEvents(t *testing.T) {
 	if l := ev.lines(); len(l) != 1 {
 		t.Errorf("events on a healthy array: %q", l)
 	}
+	// A spare that fails: FailSpare. Removing it raises nothing.
+	spare := sparse(t, dir, "spare.img", 32<<20)
+	if code, _, errs := mdtool(t, "/dev/md/mon", "--add", spare, "--run-dir", runDir); code != 0 {
+		t.Fatalf("--add: %d %s", code, errs)
+	}
+	time.Sleep(1500 * time.Millisecond) // the monitor sees the spare
+	if code, _, errs := mdtool(t, "/dev/md/mon", "--fail", spare, "--run-dir", runDir); code != 0 {
+		t.Fatalf("--fail of the spare: %d %s", code, errs)
+	}
+	ev.wait("FailSpare /dev/md/mon " + spare)
+	if code, _, errs := mdtool(t, "/dev/md/mon", "--remove", spare, "--run-dir", runDir); code != 0 {
+		t.Fatalf("--remove of the spare: %d %s", code, errs)
+	}
 	if code, _, errs := mdtool(t, "/dev/md/mon", "--fail", devs[0], "--run-dir", runDir); code != 0 {
 		t.Fatalf("--fail: %d %s", code, errs)
 	}
@@ -147,7 +160,8 @@ func TestMonitorEvents(t *testing.T) {
 	// Stopping the array: DeviceDisappeared.
 	s.stop()
 	ev.wait("DeviceDisappeared /dev/md/mon")
-	if got := ev.lines(); len(got) != 3 {
-		t.Errorf("events: %q", got)
+	want := []string{"TestMessage /dev/md/mon", "FailSpare /dev/md/mon " + spare, "Fail /dev/md/mon " + devs[0], "DeviceDisappeared /dev/md/mon"}
+	if got := ev.lines(); strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("events:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }
