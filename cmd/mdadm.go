@@ -132,6 +132,12 @@ func translateMdadmArgs(args []string) []string {
 			out = append(out, a)
 			continue
 		}
+		if a == "-W" && mode == "" && i == 0 {
+			// -W is --wait in misc mode, but --write-mostly after a
+			// manage operation.
+			mode = "wait"
+			continue
+		}
 		if len(a) >= 2 && a[0] == '-' {
 			// A cluster of short options, e.g. -Es, -l10, -n4.
 			if m, ok := shortModes[a[1]]; ok && mode == "" {

@@ -35,6 +35,8 @@ func TestTranslateMdadmArgs(t *testing.T) {
 		{"--monitor --scan --oneshot", "monitor --scan --oneshot"},
 		{"-F --program /bin/true --delay 5 /dev/md0", "monitor --program /bin/true --delay 5 /dev/md0"},
 		{"--wait /dev/md0", "wait /dev/md0"},
+		{"-W /dev/md0 /dev/md1", "wait /dev/md0 /dev/md1"},
+		{"/dev/md0 --add -W /dev/sdb", "manage /dev/md0 --add -W /dev/sdb"},
 		// a value that looks like a mode letter is not a mode
 		{"--create /dev/md0 -N -E a", "create /dev/md0 -N -E a"},
 		{"--create /dev/md0 --name -X a", "create /dev/md0 --name -X a"},
