@@ -63,11 +63,15 @@ type transmission struct {
 	// hands reading over to a new goroutine.
 	br          *bufio.Reader
 	seq         uint64
+	heldBack    bool // an inline reply may wait in the write buffer
 	inlineState atomic.Uint64
 	readers     sync.WaitGroup
 	readErr     chan error
 
-	// writer state
+	// writer state, guarded by wmu: the writer goroutine sends the
+	// replies of workers; the reader sends those of the requests it
+	// executes itself.
+	wmu  sync.Mutex
 	wbuf []byte
 	iov  net.Buffers
 	werr error
@@ -187,6 +191,8 @@ func (t *transmission) watchdog(stop <-chan struct{}, done chan<- struct{}) {
 			if t.inlineState.CompareAndSwap(st, st&^1) {
 				t.readers.Add(1)
 				go t.readLoop()
+				// Replies the relieved reader held back for a batch.
+				t.flushLocked()
 			}
 			d = fast
 		case st != last:
@@ -248,20 +254,28 @@ func (t *transmission) reader() (relieved bool, err error) {
 			}
 		}
 		if t.inline(r) {
+			// Once inlineState says busy, t.seq, t.br and t.heldBack
+			// may belong to a new reader.
 			t.seq++
-			busy := t.seq<<1 | 1
+			seq := t.seq
+			busy := seq<<1 | 1
 			t.inlineState.Store(busy)
-			if t.seq%inlineSample == 0 {
+			if seq%inlineSample == 0 {
 				t.timedExec(r)
 			} else {
 				t.exec(r)
 			}
 			kept := t.inlineState.CompareAndSwap(busy, busy&^1)
-			t.replies <- r
+			t.replyInline(r, !kept)
 			if !kept {
 				return true, nil
 			}
 			continue
+		}
+		if t.heldBack {
+			// The request turned out not to be inline after all.
+			t.flushLocked()
+			t.heldBack = false
 		}
 		t.work <- r
 	}
@@ -280,8 +294,12 @@ const inlineSample = 8
 
 // inline says whether the reader executes r itself.
 func (t *transmission) inline(r *request) bool {
-	return (r.typ == cmdRead || r.typ == cmdWrite) && r.length <= t.inlineMax &&
-		r.flags&cmdFlagFUA == 0 && t.fastNs.Load() < inlineNs
+	return t.inlineable(r.typ, r.flags, r.length)
+}
+
+func (t *transmission) inlineable(typ, flags uint16, length uint32) bool {
+	return (typ == cmdRead || typ == cmdWrite) && length <= t.inlineMax &&
+		flags&cmdFlagFUA == 0 && t.fastNs.Load() < inlineNs
 }
 
 // timedExec executes r; for small reads and writes it updates the moving
@@ -463,6 +481,7 @@ func (t *transmission) recycle(r *request) {
 func (t *transmission) writer(done chan<- struct{}) {
 	defer close(done)
 	for r := range t.replies {
+		t.wmu.Lock()
 		t.encode(r)
 		yielded := false
 	drain:
@@ -480,12 +499,61 @@ func (t *transmission) writer(done chan<- struct{}) {
 					break drain
 				}
 				yielded = true
+				t.wmu.Unlock()
 				runtime.Gosched()
+				t.wmu.Lock()
 			}
 		}
 		t.flush()
+		t.wmu.Unlock()
 	}
+	t.flushLocked()
+}
+
+// replyInline sends the reply to a request the reader executed itself.
+// The reply waits in the write buffer only while the next request is
+// already buffered whole and will be executed inline too (its reply joins
+// the same write); a relieved reader must not look at the read buffer any
+// more and always writes.
+func (t *transmission) replyInline(r *request, relieved bool) {
+	t.wmu.Lock()
+	t.encode(r)
+	hold := !relieved && t.nextInline()
+	if !hold {
+		t.flush()
+	}
+	t.wmu.Unlock()
+	if !relieved {
+		t.heldBack = hold
+	}
+}
+
+// nextInline says whether the read buffer holds a whole request that the
+// reader will execute itself.
+func (t *transmission) nextInline() bool {
+	if t.br.Buffered() < requestSize {
+		return false
+	}
+	h, err := t.br.Peek(requestSize)
+	if err != nil || binary.BigEndian.Uint32(h[0:]) != magicRequest {
+		return false
+	}
+	flags, typ, length := binary.BigEndian.Uint16(h[4:]), binary.BigEndian.Uint16(h[6:]), binary.BigEndian.Uint32(h[24:])
+	if !t.inlineable(typ, flags, length) {
+		return false
+	}
+	need := requestSize
+	if typ == cmdWrite {
+		need += int(length)
+	}
+	return t.br.Buffered() >= need
+}
+
+// flushLocked writes what the write buffer holds.
+func (t *transmission) flushLocked() {
+	t.wmu.Lock()
 	t.flush()
+	t.wmu.Unlock()
 }
 
 func (t *transmission) simpleHeader(errno uint32, cookie uint64) {
