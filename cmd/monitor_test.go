@@ -128,6 +128,18 @@ func TestMonitorEvents(t *testing.T) {
 	if got, want := strings.Join(ev2.lines(), "\n"), "NewArray /dev/md/mon\nDegradedArray /dev/md/mon"; got != want {
 		t.Errorf("oneshot --scan events:\n%s\nwant\n%s", got, want)
 	}
+	// mdadm.conf: the ARRAY line's spares= and PROGRAM.
+	conf := filepath.Join(dir, "mdadm.conf")
+	if err := os.WriteFile(conf, []byte("PROGRAM "+ev2.script+"\nARRAY /dev/md/mon name=testhost:mon spares=1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ev2.reset()
+	if code, _, errs := mdtool(t, "monitor", "--config", conf, "--run-dir", runDir, "--oneshot", "--scan"); code != 0 || errs != "" {
+		t.Errorf("oneshot --scan with mdadm.conf: exit %d %q", code, errs)
+	}
+	if got, want := strings.Join(ev2.lines(), "\n"), "DegradedArray /dev/md/mon\nSparesMissing /dev/md/mon"; got != want {
+		t.Errorf("events with mdadm.conf:\n%s\nwant\n%s", got, want)
+	}
 	// Without a program or mail address the events are printed.
 	code, out, _ := mon("--oneshot", "/dev/md/mon")
 	if code != 0 || !strings.HasSuffix(out, ": DegradedArray on /dev/md/mon unknown device\n") {
