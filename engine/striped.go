@@ -43,6 +43,9 @@ type stripeWork struct {
 	ol   *opList
 	pb   []byte
 	qb   []byte
+	segs [][]byte     // full-stripe writes per member: segs[role*K+i]
+	late []uint64     // full-stripe writes per member: the parity chunks of role's op
+	gate sync.RWMutex // full-stripe writes per member: write-locked while parity is computed
 }
 
 var workPool sync.Pool
@@ -95,6 +98,8 @@ func (w *stripeWork) freeBufs() {
 func (w *stripeWork) release() {
 	w.freeBufs()
 	clear(w.syn[:cap(w.syn)])
+	clear(w.segs)
+	w.segs = w.segs[:0]
 	putOps(w.ol)
 	w.ol = nil
 	workPool.Put(w)
@@ -423,37 +428,7 @@ func (sp *stripedPers) writeFull(p []byte, sector uint64, K int, fua bool, zeroe
 		if sp.r6 {
 			qAll = w.alloc(K * cb)
 		}
-		// One op per member chunk, as raid0 issues them: the data chunks
-		// are the caller's bytes and go to the members at once; the
-		// parity chunks are computed into pAll/qAll (the member write
-		// buffers) meanwhile and follow.
-		addOp := func(role int, b []byte, ms uint64) {
-			m := a.roles[role]
-			if !m.writable() {
-				degraded = true
-				return
-			}
-			if m.State() != InSync && !m.readable(ms, c) {
-				degraded = true
-			}
-			w.ol.add(m, true, m.dataOff+int64(ms)<<9, b, role)
-		}
-		for i := 0; i < K; i++ {
-			g.Row(s0+uint64(i), &w.row)
-			base := i * int(stripeSec<<9)
-			for d, role := range w.row.Data {
-				addOp(role, p[base+d*cb:base+(d+1)*cb], w.row.Sector)
-			}
-		}
-		ready := len(w.ol.ops)
-		for i := 0; i < K; i++ {
-			g.Row(s0+uint64(i), &w.row)
-			addOp(w.row.P, pAll[i*cb:(i+1)*cb], w.row.Sector)
-			if sp.r6 {
-				addOp(w.row.Q, qAll[i*cb:(i+1)*cb], w.row.Sector)
-			}
-		}
-		a.runWhile(w.ol.ops, ready, func() {
+		fill := func() {
 			for i := 0; i < K; i++ {
 				g.Row(s0+uint64(i), &w.row)
 				base := i * int(stripeSec<<9)
@@ -466,7 +441,12 @@ func (sp *stripedPers) writeFull(p []byte, sector uint64, K int, fua bool, zeroe
 				}
 				sp.computeParity(w)
 			}
-		})
+		}
+		if sp.memoryMembers() && K <= 64 {
+			degraded = sp.fullOpsPerMember(w, p, pAll, qAll, s0, K, fill) || degraded
+		} else {
+			degraded = sp.fullOpsPerChunk(w, p, pAll, qAll, s0, K, fill) || degraded
+		}
 		for pass := 0; pass < 2; pass++ {
 			for i := range w.ol.ops {
 				op := &w.ol.ops[i]
@@ -505,6 +485,112 @@ func (sp *stripedPers) writeFull(p []byte, sector uint64, K int, fua bool, zeroe
 	}
 	a.bm.EndWrite(ms, mlen, !degraded && err == nil)
 	return err
+}
+
+// fullOpsPerChunk runs a full-stripe write as one op per member chunk,
+// as raid0 issues them, so that each member has several writes in
+// flight: the data chunks are the caller's bytes and go to the members at
+// once; the parity chunks, which fill computes into pAll/qAll (the member
+// write buffers) meanwhile, follow. It reports whether a member was
+// skipped or not in sync.
+func (sp *stripedPers) fullOpsPerChunk(w *stripeWork, p, pAll, qAll []byte, s0 uint64, K int, fill func()) (degraded bool) {
+	a, g, c := sp.a, sp.g, sp.chunk()
+	cb := int(c) << 9
+	stripeBytes := int(g.StripeSectors() << 9)
+	addOp := func(role int, b []byte, ms uint64) {
+		m := a.roles[role]
+		if !m.writable() {
+			degraded = true
+			return
+		}
+		if m.State() != InSync && !m.readable(ms, c) {
+			degraded = true
+		}
+		w.ol.add(m, true, m.dataOff+int64(ms)<<9, b, role)
+	}
+	for i := 0; i < K; i++ {
+		g.Row(s0+uint64(i), &w.row)
+		base := i * stripeBytes
+		for d, role := range w.row.Data {
+			addOp(role, p[base+d*cb:base+(d+1)*cb], w.row.Sector)
+		}
+	}
+	ready := len(w.ol.ops)
+	for i := 0; i < K; i++ {
+		g.Row(s0+uint64(i), &w.row)
+		addOp(w.row.P, pAll[i*cb:(i+1)*cb], w.row.Sector)
+		if sp.r6 {
+			addOp(w.row.Q, qAll[i*cb:(i+1)*cb], w.row.Sector)
+		}
+	}
+	a.runWhile(w.ol.ops, ready, fill)
+	return degraded
+}
+
+// fullOpsPerMember runs a full-stripe write on memory members as one op
+// per member (its K chunks in a row; fewer hand-offs to workers, which
+// is what costs at memory speed): each op writes its data chunks at once
+// and its parity chunks once fill has computed them (K <= 64).
+func (sp *stripedPers) fullOpsPerMember(w *stripeWork, p, pAll, qAll []byte, s0 uint64, K int, fill func()) (degraded bool) {
+	a, g, c := sp.a, sp.g, sp.chunk()
+	n := g.RaidDisks()
+	cb := int(c) << 9
+	stripeBytes := int(g.StripeSectors() << 9)
+	ms, mlen := s0*c, uint64(K)*c
+	if cap(w.segs) < n*K {
+		w.segs = make([][]byte, n*K)
+	}
+	w.segs = w.segs[:n*K]
+	if cap(w.late) < n {
+		w.late = make([]uint64, n)
+	}
+	late := w.late[:n]
+	clear(late)
+	for i := 0; i < K; i++ {
+		g.Row(s0+uint64(i), &w.row)
+		base := i * stripeBytes
+		for d, role := range w.row.Data {
+			w.segs[role*K+i] = p[base+d*cb : base+(d+1)*cb]
+		}
+		w.segs[w.row.P*K+i] = pAll[i*cb : (i+1)*cb]
+		late[w.row.P] |= 1 << i
+		if sp.r6 {
+			w.segs[w.row.Q*K+i] = qAll[i*cb : (i+1)*cb]
+			late[w.row.Q] |= 1 << i
+		}
+	}
+	for role := 0; role < n; role++ {
+		m := a.roles[role]
+		if !m.writable() {
+			degraded = true
+			continue
+		}
+		if m.State() != InSync && !m.readable(ms, mlen) {
+			degraded = true
+		}
+		w.ol.ops = append(w.ol.ops, memOp{m: m, write: true, off: m.dataOff + int64(ms)<<9,
+			bufs: w.segs[role*K : (role+1)*K], tag: role, late: late[role]})
+	}
+	if !a.parallel(w.ol.ops) {
+		fill()
+		for i := range w.ol.ops {
+			w.ol.ops[i].late = 0
+		}
+		a.run(w.ol.ops)
+		return degraded
+	}
+	a.runGated(w.ol.ops, &w.gate, fill)
+	return degraded
+}
+
+// memoryMembers reports whether every present member works at memory speed.
+func (sp *stripedPers) memoryMembers() bool {
+	for _, m := range sp.a.roles {
+		if m != nil && !m.memory {
+			return false
+		}
+	}
+	return true
 }
 
 // Partial-stripe plans.
