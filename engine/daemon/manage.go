@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -349,10 +350,26 @@ func (s *Service) add(req Request) (*Response, error) {
 	}
 	done = true
 	s.recordMember(idx, spec, size)
+	s.awaitRecoveryStart()
 	resp.Result = result
 	resp.Number = s.spec(idx).DevNumber
 	s.cfg.Logf("md: %s %s as device %d", req.Device, result, idx)
 	return resp, nil
+}
+
+// awaitRecoveryStart gives the engine a moment to start the recovery an
+// add makes necessary, so that a "wait" right after the add finds it
+// running, as md's sync_action shows "recover" as soon as ADD_NEW_DISK
+// returns.
+func (s *Service) awaitRecoveryStart() {
+	a := s.cfg.Array
+	deadline := time.Now().Add(2 * time.Second)
+	for time.Now().Before(deadline) {
+		if act := a.SyncStatus().Action; act != engine.ActionIdle || a.Degraded() == 0 || a.FailedReason() != "" {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
 
 // reAddFaulty puts a faulty member that is still in the array back into
@@ -382,6 +399,7 @@ func (s *Service) reAddFaulty(req Request, idx int) (*Response, error) {
 		return nil, engineError(fmt.Errorf("%w (the device was removed from the array)", err))
 	}
 	s.recordMember(n, spec, fd.Geometry().Size)
+	s.awaitRecoveryStart()
 	s.cfg.Logf("md: %s re-added as device %d", path, n)
 	return &Response{Result: ResultReAddedFaulty, Number: s.spec(n).DevNumber}, nil
 }
