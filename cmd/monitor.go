@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -52,9 +53,11 @@ PROGRAM and MONITORDELAY come from mdadm.conf when not given.
   --increment N (-r) RebuildNN step in percent (1 to 99, default 20)
   --test (-t)        raise a TestMessage for every array at start
 
-mdtool's monitor does not daemonise (--daemonise, --pid-file): run it under
-systemd or another supervisor. It does not move spares between arrays of a
-spare-group.
+  --daemonise (-f)   go on in the background (own session, output to
+                     /dev/null) and print its pid, or with --pid-file (-i)
+                     write it there (the file is removed when it ends)
+
+mdtool's monitor does not move spares between the arrays of a spare-group.
 
 EXIT STATUS
   0  monitored until done (--oneshot), or no array with redundancy is left
@@ -95,8 +98,8 @@ func newMonitorCmd(env *Env) *cobra.Command {
 	f.BoolVarP(&o.oneshot, "oneshot", "1", false, "check once, then exit")
 	f.BoolVarP(&o.test, "test", "t", false, "raise a TestMessage event for every array at start")
 	f.BoolVarP(&o.syslog, "syslog", "y", false, "log events to syslog")
-	f.BoolVarP(&o.daemonise, "daemonise", "f", false, "not supported: run under a supervisor")
-	f.StringVarP(&o.pidFile, "pid-file", "i", "", "not supported (needs --daemonise)")
+	f.BoolVarP(&o.daemonise, "daemonise", "f", false, "go on in the background and print its pid")
+	f.StringVarP(&o.pidFile, "pid-file", "i", "", "with --daemonise: write the pid to this file instead")
 	f.StringVarP(&o.config, "config", "c", "", "mdadm.conf to read (MAILADDR, PROGRAM, ARRAY, MONITORDELAY)")
 	f.StringVar(&o.sendmail, "sendmail", "/usr/lib/sendmail -t", "command that mails a message read on stdin")
 	_ = f.MarkHidden("sendmail")
@@ -151,8 +154,11 @@ func runMonitor(env *Env, o *monitorOptions, args []string) error {
 	if o.pidFile != "" && !o.daemonise {
 		return exitf(1, "Cannot write a pid file when not in daemon mode")
 	}
-	if o.daemonise {
-		return exitf(1, "--daemonise is not supported by mdtool: run the monitor under systemd or another supervisor")
+	if o.daemonise && os.Getenv(monitorChildEnv) == "" {
+		return daemoniseMonitor(env, o)
+	}
+	if o.pidFile != "" {
+		defer os.Remove(o.pidFile)
 	}
 	conf, _ := LoadMdadmConf(o.config)
 	m := &monitor{env: env, o: o}
@@ -245,6 +251,41 @@ func runMonitor(env *Env, o *monitorOptions, args []string) error {
 			}
 		}
 		m.arrays = kept
+	}
+	return nil
+}
+
+// monitorChildEnv marks the background copy that --daemonise starts.
+const monitorChildEnv = "MDTOOL_MONITOR_CHILD"
+
+// daemoniseMonitor is mdadm's make_daemon: the monitor goes on in the
+// background, in its own session, and its pid is printed (or written to
+// --pid-file).
+func daemoniseMonitor(env *Env, o *monitorOptions) error {
+	exe, err := os.Executable()
+	if err != nil {
+		return exitf(1, "daemonise: %v", err)
+	}
+	devnull, err := os.OpenFile(os.DevNull, os.O_RDWR, 0)
+	if err != nil {
+		return exitf(1, "daemonise: %v", err)
+	}
+	defer devnull.Close()
+	cmd := exec.Command(exe, os.Args[1:]...)
+	cmd.Env = append(os.Environ(), monitorChildEnv+"=1")
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = devnull, devnull, devnull
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := cmd.Start(); err != nil {
+		return exitf(1, "daemonise: %v", err)
+	}
+	pid := cmd.Process.Pid
+	cmd.Process.Release()
+	if o.pidFile == "" {
+		fmt.Fprintf(env.Stdout, "%d\n", pid)
+		return nil
+	}
+	if err := os.WriteFile(o.pidFile, []byte(fmt.Sprintf("%d\n", pid)), 0o644); err != nil {
+		fmt.Fprintf(env.Stderr, "cannot create pid file: %v\n", err)
 	}
 	return nil
 }

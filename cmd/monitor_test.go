@@ -177,3 +177,52 @@ func TestMonitorEvents(t *testing.T) {
 		t.Errorf("events:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }
+
+// TestMonitorDaemonise: --daemonise --pid-file leaves a monitor running in
+// the background that reports events; the pid file names it.
+func TestMonitorDaemonise(t *testing.T) {
+	bin := mdtoolBinary(t)
+	dir := t.TempDir()
+	runDir := filepath.Join(dir, "run")
+	devs := mkArray(t, dir, "/dev/md/dm", 2, 32<<20, "-l1", "-n2", "--assume-clean")
+	s := serve(t, runDir, "/dev/md/dm", devs...)
+	ev := newEventLog(t, dir)
+	pidFile := filepath.Join(dir, "monitor.pid")
+	cmd := exec.Command(bin, "--monitor", "--config", "/dev/null", "--run-dir", runDir, "--daemonise", "--pid-file", pidFile,
+		"--delay", "1", "--test", "--program", ev.script, "/dev/md/dm")
+	cmd.Env = append(os.Environ(), "MDTOOL_CONFIG=/dev/null")
+	if out, err := cmd.CombinedOutput(); err != nil || len(out) != 0 {
+		t.Fatalf("--daemonise: %v %q", err, out)
+	}
+	b, err := os.ReadFile(pidFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pid int
+	if _, err := fmt.Sscan(string(b), &pid); err != nil || pid <= 0 {
+		t.Fatalf("pid file %q", b)
+	}
+	proc, err := os.FindProcess(pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { proc.Kill() })
+	ev.wait("TestMessage /dev/md/dm")
+	if code, _, errs := mdtool(t, "/dev/md/dm", "--fail", devs[1], "--run-dir", runDir); code != 0 {
+		t.Fatalf("--fail: %d %s", code, errs)
+	}
+	ev.wait("Fail /dev/md/dm " + devs[1])
+	// Once no array is left, the monitor ends and removes its pid file.
+	s.stop()
+	ev.wait("DeviceDisappeared /dev/md/dm")
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if _, err := os.Stat(pidFile); os.IsNotExist(err) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the pid file outlived the monitor")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
