@@ -153,7 +153,7 @@ mdvm-crash 0
 		disks = append(disks, mdvm.Disk{Path: p})
 	}
 	start := time.Now()
-	out := mdvm.MustExec(t, mdvm.Run{Disks: disks, Script: script, Timeout: 400 * time.Second})
+	out := mdvm.MustExec(t, mdvm.Run{Disks: disks, Script: script, Timeout: 900 * time.Second})
 	t.Logf("kernel setup run: %v\n%s", time.Since(start), out)
 	if bytes.Contains(out, []byte("ERR")) {
 		t.Fatalf("kernel setup failed:\n%s", out)
@@ -358,7 +358,7 @@ mdvm-crash 0
 		fmt.Fprintf(&sc, "mdadm --stop /dev/md%d >/dev/null 2>&1\n", k)
 	}
 	start = time.Now()
-	out = mdvm.MustExec(t, mdvm.Run{Disks: disks, Script: sc.String(), Timeout: 400 * time.Second})
+	out = mdvm.MustExec(t, mdvm.Run{Disks: disks, Script: sc.String(), Timeout: 900 * time.Second})
 	t.Logf("kernel check run: %v\n%s", time.Since(start), out)
 	kv2 := vmLines(out)
 	if bytes.Contains(out, []byte("ERR")) {

@@ -947,3 +947,61 @@ func TestReplaceResume(t *testing.T) {
 	checkContent(t, b, m)
 	b.Close()
 }
+
+// TestSyncThrottle drives md_do_sync's throttle directly: below
+// sync_speed_min it never waits, above it it yields to user I/O only when
+// there is some, and above sync_speed_max it sleeps until the rate is
+// back under the limit.
+func TestSyncThrottle(t *testing.T) {
+	s := spec{level: "raid1", n: 2, devMiB: []int{4}}
+	mems := createChunk(t, s, 0)
+	clk := &fakeClock{t: time.Unix(1700000100, 0)}
+	o := recoverOptions()
+	o.Clock = clk.Now
+	a := open(t, mems, o)
+	defer a.Close()
+	var sleeps []time.Duration
+	a.sc.sleep = func(ctx context.Context, d time.Duration) {
+		sleeps = append(sleeps, d)
+		clk.Add(d)
+	}
+	ctx, ok := a.claim(context.Background(), ActionResync)
+	if !ok {
+		t.Fatal("sync slot busy")
+	}
+	a.begin(ActionResync, 1<<20, 0)
+	for _, tc := range []struct {
+		name     string
+		lim      SyncLimits
+		userIO   bool
+		io       uint64
+		wantLong int // sleeps of 500 ms
+		wantYld  int // short yields to user I/O
+	}{
+		{"below-min-busy", SyncLimits{MinKBps: 1 << 30, MaxKBps: 1 << 31}, true, 128, 0, 0},
+		{"between-idle", SyncLimits{MinKBps: 1, MaxKBps: 1 << 30}, false, 128, 0, 0},
+		{"between-busy", SyncLimits{MinKBps: 1, MaxKBps: 1 << 30}, true, 128, 0, 1},
+		{"above-max", SyncLimits{MinKBps: 1, MaxKBps: 100}, false, 2048, 2, 0},
+	} {
+		sleeps = nil
+		a.SetSyncLimits(tc.lim)
+		if tc.userIO {
+			a.userIO.add(0, 1)
+		}
+		if err := a.step(ctx, 0, tc.io); err != nil {
+			t.Fatal(err)
+		}
+		long, yld := 0, 0
+		for _, d := range sleeps {
+			if d >= 500*time.Millisecond {
+				long++
+			} else {
+				yld++
+			}
+		}
+		if long < tc.wantLong || (tc.wantLong == 0 && long != 0) || yld != tc.wantYld {
+			t.Errorf("%s: sleeps %v, want %d long and %d yields", tc.name, sleeps, tc.wantLong, tc.wantYld)
+		}
+	}
+	a.release(true)
+}

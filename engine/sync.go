@@ -127,6 +127,7 @@ func (a *Array) resync(ctx context.Context) error {
 	a.meta.mu.Lock()
 	defer a.meta.mu.Unlock()
 	a.meta.recoveryCP = superblock.MaxSector
+	a.sc.checkpoint.Store(total)
 	if a.meta.inSync {
 		return a.updateSuperLocked(true)
 	}
