@@ -131,7 +131,9 @@ func setAction(env *Env, runDir, dev, action string, limits bool, lreq daemon.Re
 		_, reason := opFailure(err)
 		var oe *daemon.OpError
 		if errors.As(err, &oe) && oe.Code == daemon.CodeUnsupported {
-			reason = "Operation not supported"
+			// md's action_store for a level without sync_request
+			// (raid0, linear).
+			reason = "Invalid argument"
 		}
 		// "Count" is mdadm's spelling.
 		fmt.Fprintf(env.Stderr, "mdtool: Count not set action for %s to %s: %s\n", dev, action, reason)

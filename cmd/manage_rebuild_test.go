@@ -291,6 +291,14 @@ func TestCheckRepair(t *testing.T) {
 		errs != "mdtool: action must be one of idle, frozen, check, repair\n" {
 		t.Errorf("--action=bogus: exit %d %q", code, errs)
 	}
+	// raid0 has no sync actions: md answers EINVAL.
+	r0 := mkArray(t, dir, "/dev/md/r0", 2, 16<<20, "-l0", "-n2")
+	s0 := serve(t, runDir, "/dev/md/r0", r0...)
+	if code, _, errs := mdtool(t, "--action=check", "/dev/md/r0", "--run-dir", runDir); code != 1 ||
+		errs != "mdtool: Count not set action for /dev/md/r0 to check: Invalid argument\n" {
+		t.Errorf("--action=check on raid0: exit %d %q", code, errs)
+	}
+	s0.stop()
 	if code, _, errs := mdtool(t, "--action=check", "/dev/md/none", "--run-dir", runDir); code != 1 ||
 		errs != "mdtool: Couldn't open /dev/md/none: No such file or directory\n" {
 		t.Errorf("--action on no array: exit %d %q", code, errs)
