@@ -841,7 +841,7 @@ func (a *Array) daemon(ctx context.Context) {
 			a.opts.Logf("md: bitmap daemon: %v", err)
 			bmErrLogged = true
 		}
-		if !a.opts.NoAutoSync {
+		if !a.opts.NoAutoSync && !a.sc.disabled.Load() {
 			a.checkRecovery()
 		}
 	}

@@ -156,6 +156,7 @@ func (a *Array) StartAction(action string) error {
 	default:
 		return fmt.Errorf("engine: unknown sync action %q", action)
 	}
+	a.sc.disabled.Store(false)
 	if a.opts.ReadOnly {
 		return ErrReadOnly
 	}
@@ -233,6 +234,7 @@ func (a *Array) RemoveDevice(index int) error {
 	}
 	a.meta.mu.Unlock()
 	a.resume()
+	a.sc.disabled.Store(false)
 	return m.dev.Close()
 }
 
@@ -256,6 +258,7 @@ func (a *Array) FailDevice(index int) error {
 		return ErrBusy
 	}
 	a.recordFailures()
+	a.sc.disabled.Store(false)
 	a.checkRecovery()
 	return nil
 }

@@ -88,6 +88,7 @@ func (a *Array) AddDevice(dev Device, opts AddOptions) (int, error) {
 		}
 		return m.index, nil
 	}
+	a.sc.disabled.Store(false)
 	a.checkRecovery()
 	return m.index, nil
 }

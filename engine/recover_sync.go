@@ -48,6 +48,10 @@ type syncCtl struct {
 
 	reconf    sync.Mutex // serialises configuration changes
 	failedWhy atomic.Pointer[string]
+	// disabled is md's recovery_disabled: an action failed (not
+	// interrupted); the daemon does not retry it until a management
+	// operation or StartAction.
+	disabled atomic.Bool
 }
 
 func (s *syncCtl) init() {
@@ -309,7 +313,8 @@ func (a *Array) runAction(ctx context.Context, act string, chain bool) {
 			_, err = a.check(ctx, act == ActionRepair)
 		}
 		if err != nil && ctx.Err() == nil {
-			a.opts.Logf("md: %s interrupted: %v", act, err)
+			a.opts.Logf("md: %s failed: %v", act, err)
+			a.sc.disabled.Store(true)
 		}
 		if err != nil || ctx.Err() != nil || !chain || a.opts.NoAutoSync || a.closed.Load() {
 			break

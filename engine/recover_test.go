@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -362,6 +363,8 @@ func TestReAdd(t *testing.T) {
 		{level: "raid1", n: 2, devMiB: []int{8}, bitmap: true},
 		{level: "raid5", n: 3, chunkKiB: 64, devMiB: []int{8}, bitmap: true},
 		{level: "raid6", n: 4, chunkKiB: 64, devMiB: []int{8}, bitmap: true},
+		{level: "raid10", n: 4, chunkKiB: 64, devMiB: []int{8}, bitmap: true},
+		{level: "raid10", layout: "f2", n: 3, chunkKiB: 64, devMiB: []int{8}, bitmap: true},
 	} {
 		t.Run(s.String(), func(t *testing.T) {
 			mems := createChunk(t, s, bmChunk)
@@ -401,9 +404,19 @@ func TestReAdd(t *testing.T) {
 			total := a.geo.DevSectors(0)
 			cs := bmp.ChunkSectors()
 			var want uint64
-			for c := uint64(0); c*cs < total; c++ {
-				if bmp.Dirty(c * cs) {
-					want += min(cs, total-c*cs)
+			if s.level == "raid10" {
+				// the bitmap is in array sectors: count the member
+				// sectors of role 1 that hold a dirty chunk's data
+				for ms := uint64(0); ms < total; ms++ {
+					if v, ok := a.geo.Unmap(1, ms); ok && bmp.Dirty(v) {
+						want++
+					}
+				}
+			} else {
+				for c := uint64(0); c*cs < total; c++ {
+					if bmp.Dirty(c * cs) {
+						want += min(cs, total-c*cs)
+					}
 				}
 			}
 			// Not re-addable while the device is still a (faulty) member.
@@ -1004,4 +1017,55 @@ func TestSyncThrottle(t *testing.T) {
 		}
 	}
 	a.release(true)
+}
+
+// TestRecoveryDisabled: a recovery that fails (a read error on a
+// survivor where the stripe has no other redundancy) is not retried by
+// the daemon over and over (md's recovery_disabled) until the next
+// management operation.
+func TestRecoveryDisabled(t *testing.T) {
+	s := spec{level: "raid5", n: 3, chunkKiB: 64, devMiB: []int{4}}
+	mems := createChunk(t, s, 0)
+	var starts atomic.Int64
+	o := DefaultOptions()
+	o.SafeModeDelay = 5 * time.Millisecond
+	o.Logf = func(f string, args ...any) {
+		if strings.HasPrefix(f, "md: recovery of %d member") {
+			starts.Add(1)
+		}
+	}
+	fd := NewFaultDevice(mems[0].Reopen(), 1)
+	ds := []Device{fd, mems[1].Reopen(), mems[2].Reopen()}
+	a, err := Open(ds, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	if err := a.FailDevice(2); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.RemoveDevice(2); err != nil {
+		t.Fatal(err)
+	}
+	fd.AddRule(FaultRule{Ops: OpRead, Off: 3 << 20, Len: 4096})
+	if _, err := a.AddDevice(NewMemDevice(s.devSize(0)), AddOptions{Replacement: -1}); err != nil {
+		t.Fatal(err)
+	}
+	waitSync(t, a)
+	time.Sleep(300 * time.Millisecond) // many daemon ticks
+	waitSync(t, a)
+	if n := starts.Load(); n != 1 {
+		t.Errorf("the failing recovery started %d times", n)
+	}
+	if a.Degraded() != 1 {
+		t.Errorf("degraded %d", a.Degraded())
+	}
+	fd.ClearRules()
+	if err := a.StartAction(ActionRecover); err != nil {
+		t.Fatal(err)
+	}
+	waitSync(t, a)
+	if a.Degraded() != 0 || starts.Load() != 2 {
+		t.Errorf("after clearing the fault: degraded %d, %d starts", a.Degraded(), starts.Load())
+	}
 }
