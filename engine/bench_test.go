@@ -406,72 +406,82 @@ func BenchmarkReadIn(b *testing.B) {
 }
 
 // BenchmarkRandWriteIOPS: 4 KiB random writes with 1, 2, 4 and 8
-// concurrent writers. Each benchmark iteration is a round that runs the
-// four writer counts one after the other, 2000 writes each, in rising
-// order in even rounds and falling order in odd ones, so that all four
-// see the same machine load and a drift in the load favours none. The
-// metric iops_Nw is the median over rounds: a load spike on this shared
-// machine spoils one round, not the figure, while a real regression (a
-// lock every writer takes, say) is in every round and so in the median.
+// concurrent writers, on the array (metrics iops_Nw) and, as the
+// baseline, straight on its members (members_iops_Nw: one member write
+// per array write, no RAID, no locks), which shows how far this machine
+// lets IOPS grow with writers at the time of the run.
 //
-// Variant "members" is the baseline: the same writes, writers and rounds
-// straight on the array's members (no RAID: one member write per array
-// write, no locks), which shows how far this machine lets IOPS grow with
-// writers at the time of the run.
+// Each benchmark iteration is a round that runs every writer count on
+// the array and on the members, 1000 writes each, one after the other:
+// rising writer counts in even rounds and falling ones in odd rounds,
+// array first in even rounds and members first in odd ones, so that all
+// of them see the same machine load and a drift in the load favours
+// none. Each metric is the median over rounds: a load spike on this
+// shared machine spoils a round, not the figure, while a real regression
+// (a lock every writer takes, say) is in every round and so in the
+// median.
 func BenchmarkRandWriteIOPS(b *testing.B) {
 	for _, s := range []spec{benchSpecs[2], benchSpecs[3], benchSpecs[4], benchSpecs[1], benchSpecs[0]} {
 		b.Run(s.level, func(b *testing.B) {
 			a, mems := benchArray(b, s)
 			defer a.Close()
-			b.Run("engine", func(b *testing.B) {
-				randWriteRounds(b, a.Size(), func(p []byte, off int64) error {
+			mrw := membersRW(mems, dataMembers(s), 64<<10)
+			sides := [2]func(p []byte, off int64) error{
+				func(p []byte, off int64) error {
 					_, err := a.WriteAt(p, off)
 					return err
-				})
-			})
-			b.Run("members", func(b *testing.B) {
-				rw := membersRW(mems, dataMembers(s), 64<<10)
-				randWriteRounds(b, a.Size(), func(p []byte, off int64) error { return rw(p, off, true) })
-			})
+				},
+				func(p []byte, off int64) error { return mrw(p, off, true) },
+			}
+			counts := []int{1, 2, 4, 8}
+			var iops [2][][]float64
+			for side := range iops {
+				iops[side] = make([][]float64, len(counts))
+			}
+			const perRound = 1000
+			blocks := a.Size() / 4096
+			b.ResetTimer()
+			for round := 0; round < b.N; round++ {
+				for i := range counts {
+					ci := i
+					if round%2 == 1 {
+						ci = len(counts) - 1 - i
+					}
+					for j := 0; j < 2; j++ {
+						side := j ^ round%2
+						v := randWrites(b, counts[ci], perRound, blocks, uint64(round), sides[side])
+						iops[side][ci] = append(iops[side][ci], v)
+					}
+				}
+			}
+			for ci, writers := range counts {
+				b.ReportMetric(median(iops[0][ci]), fmt.Sprintf("iops_%dw", writers))
+				b.ReportMetric(median(iops[1][ci]), fmt.Sprintf("members_iops_%dw", writers))
+			}
 		})
 	}
 }
 
-func randWriteRounds(b *testing.B, size int64, write func(p []byte, off int64) error) {
-	counts := []int{1, 2, 4, 8}
-	iops := make([][]float64, len(counts))
-	const perRound = 2000
-	blocks := size / 4096
-	b.ResetTimer()
-	for round := 0; round < b.N; round++ {
-		for i := range counts {
-			ci := i
-			if round%2 == 1 {
-				ci = len(counts) - 1 - i
+// randWrites does n 4 KiB writes at random block offsets with the given
+// number of concurrent writers and returns the writes per second.
+func randWrites(b *testing.B, writers, n int, blocks int64, seed uint64, write func(p []byte, off int64) error) float64 {
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	t0 := time.Now()
+	for w := 0; w < writers; w++ {
+		wg.Add(1)
+		go func(w int) {
+			defer wg.Done()
+			r := rand.New(rand.NewPCG(uint64(w), seed))
+			p := make([]byte, 4096)
+			for next.Add(1) <= int64(n) {
+				if err := write(p, r.Int64N(blocks)*4096); err != nil {
+					b.Error(err)
+					return
+				}
 			}
-			writers := counts[ci]
-			var next atomic.Int64
-			var wg sync.WaitGroup
-			t0 := time.Now()
-			for w := 0; w < writers; w++ {
-				wg.Add(1)
-				go func(w int) {
-					defer wg.Done()
-					r := rand.New(rand.NewPCG(uint64(w), uint64(round)))
-					p := make([]byte, 4096)
-					for next.Add(1) <= perRound {
-						if err := write(p, r.Int64N(blocks)*4096); err != nil {
-							b.Error(err)
-							return
-						}
-					}
-				}(w)
-			}
-			wg.Wait()
-			iops[ci] = append(iops[ci], perRound/time.Since(t0).Seconds())
-		}
+		}(w)
 	}
-	for ci, writers := range counts {
-		b.ReportMetric(median(iops[ci]), fmt.Sprintf("iops_%dw", writers))
-	}
+	wg.Wait()
+	return float64(n) / time.Since(t0).Seconds()
 }

@@ -168,13 +168,17 @@ func printPackage(pkg string, all []result) {
 	_ = t.Render()
 }
 
-// iopsScaling checks the iops_<N>w metrics: rising by 5% with each step up
-// to cores writers, never falling by more than 5% after. seq lists them.
-func iopsScaling(m map[string]float64, cores int) (ok bool, seq string) {
+// iopsScaling checks the <prefix><N>w metrics: rising by 5% with each
+// step up to cores writers, never falling by more than 5% after. seq
+// lists them.
+func iopsScaling(m map[string]float64, prefix string, cores int) (ok bool, seq string) {
 	var ws []int
 	for k := range m {
 		var n int
-		if _, err := fmt.Sscanf(k, "iops_%dw", &n); err == nil {
+		if !strings.HasPrefix(k, prefix) {
+			continue
+		}
+		if _, err := fmt.Sscanf(k[len(prefix):], "%dw", &n); err == nil {
 			ws = append(ws, n)
 		}
 	}
@@ -185,12 +189,12 @@ func iopsScaling(m map[string]float64, cores int) (ok bool, seq string) {
 	ok = true
 	var parts []string
 	for i, n := range ws {
-		v := m[fmt.Sprintf("iops_%dw", n)]
+		v := m[fmt.Sprintf("%s%dw", prefix, n)]
 		parts = append(parts, fmt.Sprintf("%dw=%s", n, fmtNum(v)))
 		if i == 0 {
 			continue
 		}
-		prev := m[fmt.Sprintf("iops_%dw", ws[i-1])]
+		prev := m[fmt.Sprintf("%s%dw", prefix, ws[i-1])]
 		if n <= cores && v < 1.05*prev || v < 0.95*prev {
 			ok = false
 		}
@@ -260,27 +264,23 @@ func printTargets(rs []result) bool {
 		}
 	}
 	// IOPS grow with writers up to the core count and never fall as writers
-	// are added (5% noise allowance). Reported as iops_<N>w metrics (medians
-	// over rounds) of variant "engine"; variant "members" is the same load
-	// on the members alone, shown beside it: what the machine allowed.
+	// are added (5% noise allowance). Reported as iops_<N>w metrics
+	// (medians over rounds); members_iops_<N>w is the same load on the
+	// members alone in the same rounds, shown beside it: what the machine
+	// allowed.
 	cores := runtime.NumCPU()
 	for _, r := range rs {
-		if !strings.HasPrefix(r.group, "BenchmarkRandWriteIOPS") || r.variant == "members" {
+		if !strings.HasPrefix(r.group+"/", "BenchmarkRandWriteIOPS/") {
 			continue
 		}
-		ok, seq := iopsScaling(r.metrics, cores)
+		ok, seq := iopsScaling(r.metrics, "iops_", cores)
 		if seq == "" {
 			continue
 		}
-		name := strings.TrimPrefix(strings.TrimPrefix(r.group, "BenchmarkRandWriteIOPS"), "/")
-		if name == "" {
-			name = r.variant
-		}
-		if b, found := find(r.pkg, r.group, "members"); found {
-			_, bseq := iopsScaling(b.metrics, cores)
+		if _, bseq := iopsScaling(r.metrics, "members_iops_", cores); bseq != "" {
 			seq += " (members alone: " + bseq + ")"
 		}
-		ts = append(ts, target{"4K randwrite IOPS " + name, fmt.Sprintf("grows to %d writers, never falls", cores), seq, ok})
+		ts = append(ts, target{"4K randwrite IOPS " + r.variant, fmt.Sprintf("grows to %d writers, never falls", cores), seq, ok})
 	}
 	if len(ts) == 0 {
 		return true
