@@ -791,14 +791,14 @@ func (a *Array) Close() error {
 		}
 	}
 	a.cfgMu.RLock()
-	removed := make(map[Device]bool)
+	removed := make(map[int]bool)
 	for _, m := range a.all {
 		if m.removed.Load() {
-			removed[m.dev] = true
+			removed[m.index] = true
 		}
 	}
-	for _, d := range a.devs {
-		if removed[d] {
+	for i, d := range a.devs {
+		if removed[i] {
 			continue // closed by RemoveDevice
 		}
 		if err := d.Close(); err != nil {

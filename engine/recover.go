@@ -14,6 +14,21 @@ import (
 // Sync space: Done and Total of a SyncStatus are in the units md's
 // sync_completed uses: member (component) sectors for raid1/4/5/6 and for
 // raid10 recovery, array sectors for a raid10 resync/check.
+//
+// One sync action runs at a time, on its own goroutine (md's sync
+// thread). The array's background goroutine (unless Options.NoDaemon)
+// acts like md_check_recovery: spares take missing or faulty roles, and a
+// recovery, a resumed replacement or a pending resync starts by itself,
+// unless Options.NoAutoSync. AddDevice, FailDevice, Replace and
+// StartAction start what they imply in any case (unless frozen); with
+// NoAutoSync nothing follows a finished action by itself (a spare added
+// while another action ran waits for StartAction(ActionRecover)).
+//
+// Superblocks follow md: a recovering member carries
+// MD_FEATURE_RECOVERY_OFFSET and recovery_offset (written every 1/16 of
+// the member and where the recovery stops), plus
+// MD_FEATURE_RECOVERY_BITMAP for a bitmap-guided re-add and
+// MD_FEATURE_REPLACEMENT for a replacement; Open resumes all three.
 
 // Sync actions, as md's sync_action names them.
 const (

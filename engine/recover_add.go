@@ -132,7 +132,7 @@ func (a *Array) prepareAdd(dev Device, opts AddOptions) (*member, error) {
 	for _, o := range a.all {
 		if !o.removed.Load() {
 			used[o.ls.sb.DevNumber] = true
-			if o.dev == dev {
+			if sameDevice(o.dev, dev) {
 				a.cfgMu.RUnlock()
 				return nil, ErrBusy
 			}
@@ -298,11 +298,22 @@ func (a *Array) prepareReAdd(dev Device) (*member, error) {
 		if o.removed.Load() {
 			continue
 		}
-		if o.dev == dev || o.ls.sb.DevNumber == sb.DevNumber || (o.savedRole == int(role) && o.State() != Faulty) {
+		if sameDevice(o.dev, dev) || o.ls.sb.DevNumber == sb.DevNumber || (o.savedRole == int(role) && o.State() != Faulty) {
 			return nil, fmt.Errorf("%w: device %d of the array has the same slot", ErrBusy, o.index)
 		}
 	}
 	m := &member{dev: dev, role: -1, ls: ls, dataOff: int64(sb.DataOffset) * 512, sbEvents: sb.Events, savedRole: int(role)}
 	m.corrected.Store(sb.CntCorrectedRead)
 	return m, nil
+}
+
+// sameDevice compares two devices without panicking on device types that
+// are not comparable.
+func sameDevice(a, b Device) (same bool) {
+	defer func() {
+		if recover() != nil {
+			same = false
+		}
+	}()
+	return a == b
 }
