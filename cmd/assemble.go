@@ -319,10 +319,12 @@ func runAssemble(env *Env, o *assembleOptions, args []string, homehostFlag strin
 		as.metricsAddr = metricsSrv.Addr()
 	}
 
+	// cnt is mdadm's: ARRAY lines tried, plus arrays auto-assembly
+	// found (whose failures alone do not change the exit status).
+	cnt := 0
 	for _, j := range jobs {
 		if j.auto {
-			r := as.autoAssemble(j)
-			rv |= r
+			cnt += as.autoAssemble(j)
 			continue
 		}
 		r := as.assemble(j)
@@ -330,8 +332,9 @@ func runAssemble(env *Env, o *assembleOptions, args []string, homehostFlag strin
 			r = 1
 		}
 		rv |= r
+		cnt++
 	}
-	if o.scan && len(args) == 0 && len(as.started) == 0 && rv == 0 {
+	if o.scan && len(args) == 0 && cnt == 0 && rv == 0 {
 		as.errf("No arrays found in config file or automatically\n")
 		rv = 1
 	}
@@ -811,22 +814,19 @@ func plural(n int) string {
 }
 
 // autoAssemble assembles every array found on the mdadm.conf devices
-// (mdadm's auto-assembly with --scan and no ARRAY lines).
+// (mdadm's auto-assembly with --scan and no ARRAY lines) and returns how
+// many it assembled.
 func (as *assembler) autoAssemble(j assembleJob) int {
-	rv := 0
-	found := false
+	n := 0
 	for {
 		r := as.assemble(j)
 		if r == 2 {
-			break
+			return n
 		}
-		found = found || r == 0
-		rv |= r
+		if r == 0 {
+			n++
+		}
 	}
-	if !found && rv == 0 {
-		return 0
-	}
-	return rv
 }
 
 // assemble is mdadm's Assemble() for one array: 0 started (or left
@@ -875,8 +875,10 @@ func (as *assembler) assemble(j assembleJob) int {
 		as.errf("cannot lock %s: %v\n", mddev, err)
 		return 1
 	}
+	started := len(as.started)
 	r := as.loadAndStart(j, mddev, name, devs, lock)
-	if r != 0 {
+	if r != 0 || len(as.started) == started {
+		// Not started (refused, or left unstarted by --no-degraded).
 		lock.Release()
 	}
 	return r

@@ -210,6 +210,7 @@ func TestKernelInterop(t *testing.T) {
 // policyArray is one array of TestKernelAssemblePolicy.
 type policyArray struct {
 	md    string
+	uuid  string
 	devs  []string // host image paths
 	guest []string // /dev/vdX
 }
@@ -222,6 +223,9 @@ type policyStep struct {
 	flags   []string
 	members []int // indices into devs
 	started bool  // the array is expected to start
+	// scan assembles with --scan from an mdadm.conf whose DEVICE line
+	// names the members and whose ARRAY line the array (by UUID).
+	scan bool
 }
 
 // TestKernelAssemblePolicy runs the same assemblies with mdadm 4.2 (Linux
@@ -238,7 +242,8 @@ func TestKernelAssemblePolicy(t *testing.T) {
 	dir := t.TempDir()
 	runDir := filepath.Join(dir, "run")
 	mk := func(md string, n int, opts []string, missing int) *policyArray {
-		a := &policyArray{md: md}
+		a := &policyArray{md: md, uuid: fmt.Sprintf("0a1b2c3d:4e5f6071:8293a4b5:c6d7e8%02x", md[len(md)-1])}
+		opts = append(opts, "--uuid="+a.uuid)
 		var args []string
 		for i := 0; i < n; i++ {
 			if i == missing {
@@ -263,6 +268,7 @@ func TestKernelAssemblePolicy(t *testing.T) {
 	created6 := mk("/dev/md/pd", 4, []string{"-l6", "-n5"}, 4) // raid6 made with one slot missing
 	stale := mk("/dev/md/pe", 3, []string{"-l5", "-n3"}, -1)   // one member stale
 	forced := mk("/dev/md/pf", 4, []string{"-l5", "-n4"}, -1)  // two members stale
+	scanned := mk("/dev/md/pg", 4, []string{"-l5", "-n4"}, -1) // assembled with --scan
 	// stale: written on two members only.
 	s := serve(t, runDir, stale.md, "--run", stale.devs[0], stale.devs[1])
 	nbdWrite(t, s.nbdURI(), 1<<20)
@@ -282,22 +288,24 @@ func TestKernelAssemblePolicy(t *testing.T) {
 	// last one starts it (the VM's writes are thrown away, mdtool's are
 	// not, so both see the same members at every step).
 	steps := []policyStep{
-		{"newly degraded", whole, nil, []int{0, 1, 2}, false},
-		{"too few", whole, nil, []int{0, 1}, false},
-		{"too few with --run", whole, []string{"--run"}, []int{0, 1}, false},
-		{"newly degraded --no-degraded", whole, []string{"--no-degraded"}, []int{0, 1, 3}, false},
-		{"newly degraded --force", whole, []string{"--force"}, []int{0, 1, 3}, true},
-		{"newly degraded --run", runDeg, []string{"--run"}, []int{1, 2, 3}, true},
-		{"created degraded, one more missing", created6, nil, []int{0, 1, 3}, false},
-		{"created degraded, one more missing --run", created6, []string{"--run"}, []int{0, 1, 3}, true},
-		{"created degraded, two more missing", created, nil, []int{0, 2}, false},
-		{"created degraded", created, nil, []int{2, 0, 1}, true},
-		{"stale member", stale, nil, []int{2, 1, 0}, true},
-		{"two stale members", forced, nil, []int{0, 1, 2, 3}, false},
-		{"two stale members --force", forced, []string{"--force"}, []int{0, 1, 2, 3}, true},
+		{"newly degraded", whole, nil, []int{0, 1, 2}, false, false},
+		{"too few", whole, nil, []int{0, 1}, false, false},
+		{"too few with --run", whole, []string{"--run"}, []int{0, 1}, false, false},
+		{"newly degraded --no-degraded", whole, []string{"--no-degraded"}, []int{0, 1, 3}, false, false},
+		{"newly degraded --force", whole, []string{"--force"}, []int{0, 1, 3}, true, false},
+		{"newly degraded --run", runDeg, []string{"--run"}, []int{1, 2, 3}, true, false},
+		{"created degraded, one more missing", created6, nil, []int{0, 1, 3}, false, false},
+		{"created degraded, one more missing --run", created6, []string{"--run"}, []int{0, 1, 3}, true, false},
+		{"created degraded, two more missing", created, nil, []int{0, 2}, false, false},
+		{"created degraded", created, nil, []int{2, 0, 1}, true, false},
+		{"stale member", stale, nil, []int{2, 1, 0}, true, false},
+		{"two stale members", forced, nil, []int{0, 1, 2, 3}, false, false},
+		{"two stale members --force", forced, []string{"--force"}, []int{0, 1, 2, 3}, true, false},
+		{"--scan --no-degraded, newly degraded", scanned, []string{"--no-degraded"}, []int{0, 1, 2}, false, true},
+		{"--scan, newly degraded", scanned, nil, []int{0, 1, 2}, true, true},
 	}
 	var disks []mdvm.Disk
-	for _, a := range []*policyArray{whole, runDeg, created, created6, stale, forced} {
+	for _, a := range []*policyArray{whole, runDeg, created, created6, stale, forced, scanned} {
 		for _, d := range a.devs {
 			a.guest = append(a.guest, "/dev/vd"+string(rune('a'+len(disks))))
 			disks = append(disks, mdvm.Disk{Path: d, Mode: mdvm.COW})
@@ -310,7 +318,12 @@ func TestKernelAssemblePolicy(t *testing.T) {
 			m = append(m, st.array.guest[k])
 		}
 		fmt.Fprintf(&script, "echo '== %d'\n", i)
-		fmt.Fprintf(&script, "mdadm --assemble %s %s %s 2>&1; echo \"RC $?\"\n", st.array.md, strings.Join(st.flags, " "), strings.Join(m, " "))
+		if st.scan {
+			fmt.Fprintf(&script, "printf 'DEVICE %s\\nARRAY %s UUID=%s\\n' > /tmp/scan%d.conf\n", strings.Join(m, " "), st.array.md, st.array.uuid, i)
+			fmt.Fprintf(&script, "mdadm --assemble --scan --config=/tmp/scan%d.conf %s 2>&1; echo \"RC $?\"\n", i, strings.Join(st.flags, " "))
+		} else {
+			fmt.Fprintf(&script, "mdadm --assemble %s %s %s 2>&1; echo \"RC $?\"\n", st.array.md, strings.Join(st.flags, " "), strings.Join(m, " "))
+		}
 		fmt.Fprintf(&script, "grep -q '^md' /proc/mdstat && cat /proc/mdstat | grep '^md' | sed 's/^/MDSTAT /'\n")
 		fmt.Fprintf(&script, "mdadm --stop %s >/dev/null 2>&1; echo '== end'\n", st.array.md)
 	}
@@ -335,7 +348,16 @@ func TestKernelAssemblePolicy(t *testing.T) {
 		for _, k := range st.members {
 			args = append(args, st.array.devs[k])
 		}
-		code, errs, started := assembleOnce(t, runDir, st.array.md, append(append([]string{}, st.flags...), args...))
+		full := append(append([]string{}, st.flags...), args...)
+		if st.scan {
+			conf := filepath.Join(dir, fmt.Sprintf("scan%d.conf", i))
+			text := fmt.Sprintf("DEVICE %s\nARRAY %s UUID=%s\n", strings.Join(args, " "), st.array.md, st.array.uuid)
+			if err := os.WriteFile(conf, []byte(text), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			full = append([]string{"--scan", "--config=" + conf}, st.flags...)
+		}
+		code, errs, started := assembleOnce(t, runDir, st.array.md, st.scan, full)
 		if started != st.started || strconv.Itoa(code) != mdadmRC {
 			t.Errorf("%s: mdtool exit %d, started %v; mdadm exit %s:\nmdadm:\n%smdtool:\n%s", st.id, code, started, mdadmRC, mdadmOut, errs)
 		}
@@ -354,13 +376,16 @@ func TestKernelAssemblePolicy(t *testing.T) {
 // assembleOnce runs `assemble --foreground` in-process; when the array
 // starts it is stopped at once. It returns the exit status (0 when it
 // started), the stderr of assemble and whether it started.
-func assembleOnce(t *testing.T, runDir, md string, args []string) (int, string, bool) {
+func assembleOnce(t *testing.T, runDir, md string, scan bool, args []string) (int, string, bool) {
 	t.Helper()
 	env, _, errb := daemonEnv()
 	done := make(chan int, 1)
-	go func() {
-		done <- Main(append([]string{"assemble", "--foreground", "--run-dir", runDir, md}, args...), env)
-	}()
+	full := []string{"assemble", "--foreground", "--run-dir", runDir}
+	if !scan {
+		full = append(full, md)
+	}
+	full = append(full, args...)
+	go func() { done <- Main(full, env) }()
 	for {
 		select {
 		case code := <-done:

@@ -646,3 +646,55 @@ func TestSparseHashSeesWrites(t *testing.T) {
 		t.Errorf("hashes do not change: %x %x %x", h0[:4], h1[:4], h2[:4])
 	}
 }
+
+// TestAssembleScanNoDegraded: with --scan, --no-degraded leaves a newly
+// degraded array assembled but not started (exit 0, as mdadm 4.2, and no
+// "No arrays found"), and holds nothing that stops the next assemble;
+// --scan alone then starts it degraded (mdadm's start_partial_ok).
+func TestAssembleScanNoDegraded(t *testing.T) {
+	const size = 32 << 20
+	dir := t.TempDir()
+	runDir := filepath.Join(dir, "run")
+	const uuid = "11112222:33334444:55556666:77778888"
+	devs := mkArray(t, dir, "/dev/md/nd", 4, size, "-l5", "-n4", "--assume-clean", "--uuid="+uuid)
+	conf := filepath.Join(dir, "mdadm.conf")
+	text := "DEVICE " + strings.Join(devs[:3], " ") + "\nARRAY /dev/md/nd UUID=" + uuid + "\n"
+	if err := os.WriteFile(conf, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	before := hashAll(t, devs)
+	code, _, errs := mdtool(t, "assemble", "--foreground", "--run-dir", runDir, "--scan", "--no-degraded", "--config", conf)
+	if code != 0 || errs != "mdtool: /dev/md/nd assembled from 3 drives (out of 4), but not started.\n" {
+		t.Errorf("--no-degraded: exit %d:\n%s", code, errs)
+	}
+	for p, h := range hashAll(t, devs) {
+		if before[p] != h {
+			t.Errorf("%s changed", p)
+		}
+	}
+	env, _, errb := daemonEnv()
+	done := make(chan int, 1)
+	go func() {
+		done <- Main([]string{"assemble", "--foreground", "--scan", "--config", conf, "--run-dir", runDir}, env)
+	}()
+	deadline := time.Now().Add(60 * time.Second)
+	for !strings.Contains(errb.String(), "has been started") {
+		select {
+		case code := <-done:
+			t.Fatalf("--scan: exit %d:\n%s", code, errb.String())
+		case <-time.After(10 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("--scan did not start the array:\n%s", errb.String())
+		}
+	}
+	if got := errb.String(); !strings.Contains(got, "mdtool: /dev/md/nd has been started with 3 drives (out of 4).\n") {
+		t.Errorf("--scan:\n%s", got)
+	}
+	if code, _, errs := mdtool(t, "stop", "--run-dir", runDir, "/dev/md/nd"); code != 0 {
+		t.Fatalf("stop: exit %d: %s", code, errs)
+	}
+	if code := <-done; code != 0 {
+		t.Errorf("assemble --scan ended with %d", code)
+	}
+}
