@@ -119,6 +119,10 @@ func run(ctx context.Context, o options, w io.Writer) error {
 	if err != nil {
 		return err
 	}
+	if _, err := os.Stat(o.dir); err != nil {
+		fmt.Fprintf(w, "%s: %v; using %s\n", o.dir, err, os.TempDir())
+		o.dir = os.TempDir()
+	}
 	dir, err := os.MkdirTemp(o.dir, "nbdbench")
 	if err != nil {
 		return err
