@@ -3,6 +3,7 @@ package cmd
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,7 +15,9 @@ import (
 	"time"
 
 	"mdtool/engine"
+	"mdtool/engine/daemon"
 	"mdtool/engine/nbd/fiobench"
+	"mdtool/internal/mdvm"
 	"mdtool/superblock"
 )
 
@@ -216,9 +219,14 @@ func TestFaultInjectionFioVerify(t *testing.T) {
 	// (P(not) ~ e^-10), mid-load; at most 15 read errors (count) keep it
 	// under md's max_corrected_read_errors (20), after which md would fail
 	// a raid1/10 member for its read errors alone.
+	var toKernel []faultedArray
+	top := t.TempDir() // outlives the subtests: the kernel gets the images at the end
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			dir := t.TempDir()
+			dir := filepath.Join(top, c.name)
+			if err := os.Mkdir(dir, 0o755); err != nil {
+				t.Fatal(err)
+			}
 			runDir := filepath.Join(dir, "run")
 			md := "/dev/md/" + strings.ReplaceAll(c.name, "-", "")
 			devs := mkArray(t, dir, md, c.n, 40<<20, append(c.opts, "--assume-clean")...)
@@ -278,7 +286,11 @@ func TestFaultInjectionFioVerify(t *testing.T) {
 					}
 				}
 			}
+			sum := md5hex(readArray(t, daemon.PathsFor(runDir, s.name).NBD(), size))
 			s.stop()
+			if len(c.failed) > 0 {
+				toKernel = append(toKernel, faultedArray{name: c.name, devs: devs, working: c.n - len(c.failed), md5: sum})
+			}
 
 			// The slots of the faulty members, from a survivor's superblock.
 			var want []byte
@@ -331,6 +343,58 @@ func TestFaultInjectionFioVerify(t *testing.T) {
 				}
 			}
 		})
+	}
+	if t.Failed() {
+		return
+	}
+	kernelAssemblesFaulted(t, toKernel)
+}
+
+// faultedArray is the images of an array that lost members to injected
+// faults, for the kernel.
+type faultedArray struct {
+	name    string
+	devs    []string
+	working int
+	md5     string
+}
+
+// kernelAssemblesFaulted gives every member image, the failed ones too,
+// to mdadm and the kernel: what the superblocks record must make mdadm
+// leave the failed members out (they are stale) and start the array
+// degraded with the others, serving what mdtool served.
+func kernelAssemblesFaulted(t *testing.T, arrays []faultedArray) {
+	t.Helper()
+	mdvm.Require(t)
+	var disks []mdvm.Disk
+	var b strings.Builder
+	for i, a := range arrays {
+		var guest []string
+		for _, p := range a.devs {
+			guest = append(guest, "/dev/vd"+string(rune('a'+len(disks))))
+			disks = append(disks, mdvm.Disk{Path: p, Mode: mdvm.COW})
+		}
+		md := fmt.Sprintf("/dev/md%d", i)
+		fmt.Fprintf(&b, "mdadm --assemble %s %s 2>&1 | sed 's/^/ASM %s /'\n", md, strings.Join(guest, " "), a.name)
+		fmt.Fprintf(&b, "echo \"RES %s active=$(cat /sys/block/md%d/md/degraded 2>/dev/null)/$(mdadm --detail %s | sed -n 's/^ *Active Devices : //p') md5=$(md5sum %s | cut -d' ' -f1)\"\n", a.name, i, md, md)
+		fmt.Fprintf(&b, "mdadm --stop %s\n", md)
+	}
+	out := string(mdvm.MustExec(t, mdvm.Run{Disks: disks, Script: b.String(), Timeout: 600 * time.Second}))
+	for _, a := range arrays {
+		m := regexp.MustCompile(`(?m)^RES ` + regexp.QuoteMeta(a.name) + ` active=(\d+)/(\d+) md5=(\S+)$`).FindStringSubmatch(out)
+		want := fmt.Sprintf("has been started with %d drive%s (out of %d)", a.working, plural(a.working), len(a.devs))
+		switch {
+		case m == nil:
+			t.Errorf("%s: no result from the kernel:\n%s", a.name, out)
+		case !strings.Contains(out, "ASM "+a.name+" mdadm: "):
+			t.Errorf("%s: mdadm said nothing:\n%s", a.name, out)
+		case !regexp.MustCompile(`(?m)^ASM ` + regexp.QuoteMeta(a.name) + ` mdadm: /dev/md\d+ ` + regexp.QuoteMeta(want)).MatchString(out):
+			t.Errorf("%s: mdadm did not say %q:\n%s", a.name, want, out)
+		case m[2] != strconv.Itoa(a.working) || m[1] != strconv.Itoa(len(a.devs)-a.working) || m[3] != a.md5:
+			t.Errorf("%s: kernel: degraded %s, active %s, md5 %s; want %d, %d, %s (what mdtool served)", a.name, m[1], m[2], m[3], len(a.devs)-a.working, a.working, a.md5)
+		default:
+			t.Logf("%s: the kernel leaves the failed members out and serves the same data", a.name)
+		}
 	}
 }
 
