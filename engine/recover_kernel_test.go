@@ -275,14 +275,16 @@ mdvm-crash 0
 
 	// (a) engine rebuilds.
 	type aCase struct {
-		s    spec
-		drop []int
+		s       spec
+		drop    []int
+		replace bool // hot-replace drop[0] instead of failing it; its old image goes to the kernel too
 	}
 	aCases := []aCase{
-		{spec{level: "raid1", n: 2, devMiB: []int{4}, bitmap: true}, []int{0}},
-		{spec{level: "raid5", n: 4, chunkKiB: 64, devMiB: []int{4}, bitmap: true}, []int{2}},
-		{spec{level: "raid6", n: 5, chunkKiB: 64, devMiB: []int{4}}, []int{1, 3}},
-		{spec{level: "raid10", n: 4, chunkKiB: 64, devMiB: []int{4}, bitmap: true}, []int{3}},
+		{spec{level: "raid1", n: 2, devMiB: []int{4}, bitmap: true}, []int{0}, false},
+		{spec{level: "raid5", n: 4, chunkKiB: 64, devMiB: []int{4}, bitmap: true}, []int{2}, false},
+		{spec{level: "raid6", n: 4, chunkKiB: 64, devMiB: []int{4}}, []int{1, 3}, false},
+		{spec{level: "raid10", n: 4, chunkKiB: 64, devMiB: []int{4}, bitmap: true}, []int{3}, false},
+		{spec{level: "raid5", n: 3, chunkKiB: 64, devMiB: []int{4}, bitmap: true}, []int{1}, true}, // 26 disks in all
 	}
 	aImgs := make([][]string, len(aCases))
 	aMD5 := make([]string, len(aCases))
@@ -292,30 +294,44 @@ mdvm-crash 0
 		p := make([]byte, a.Size())
 		fillPattern(newRand(uint64(40+k)), p)
 		mustWrite(t, a, nil, p, 0)
-		for _, r := range c.drop {
-			if err := a.FailDevice(r); err != nil {
-				t.Fatal(err)
-			}
-		}
-		workload(t, a, nil, uint64(k), 30)
-		for _, r := range c.drop {
-			if err := a.RemoveDevice(r); err != nil {
-				t.Fatal(err)
-			}
-		}
-		a.StartAction(ActionFrozen)
 		var fresh []*MemDevice
-		for range c.drop {
+		if c.replace {
 			d := NewMemDevice(c.s.devSize(0))
 			fresh = append(fresh, d)
-			if _, err := a.AddDevice(d.Reopen(), AddOptions{Replacement: -1}); err != nil {
+			idx, err := a.AddDevice(d.Reopen(), AddOptions{Replacement: -1})
+			if err != nil {
 				t.Fatal(err)
 			}
+			if err := a.Replace(c.drop[0], idx); err != nil {
+				t.Fatal(err)
+			}
+			workload(t, a, nil, uint64(k), 30)
+			waitSync(t, a)
+		} else {
+			for _, r := range c.drop {
+				if err := a.FailDevice(r); err != nil {
+					t.Fatal(err)
+				}
+			}
+			workload(t, a, nil, uint64(k), 30)
+			for _, r := range c.drop {
+				if err := a.RemoveDevice(r); err != nil {
+					t.Fatal(err)
+				}
+			}
+			a.StartAction(ActionFrozen)
+			for range c.drop {
+				d := NewMemDevice(c.s.devSize(0))
+				fresh = append(fresh, d)
+				if _, err := a.AddDevice(d.Reopen(), AddOptions{Replacement: -1}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := a.StartAction(ActionRecover); err != nil {
+				t.Fatal(err)
+			}
+			waitSync(t, a)
 		}
-		if err := a.StartAction(ActionRecover); err != nil {
-			t.Fatal(err)
-		}
-		waitSync(t, a)
 		if a.Degraded() != 0 {
 			t.Fatalf("%v: still degraded", c.s)
 		}
@@ -324,7 +340,7 @@ mdvm-crash 0
 			t.Fatal(err)
 		}
 		for i, d := range mems {
-			if !contains(c.drop, i) {
+			if !contains(c.drop, i) || c.replace {
 				p := filepath.Join(dir, fmt.Sprintf("e%d-%d.img", k, i))
 				saveImage(t, d, p)
 				aImgs[k] = append(aImgs[k], p)
