@@ -1069,3 +1069,80 @@ func TestRecoveryDisabled(t *testing.T) {
 		t.Errorf("after clearing the fault: degraded %d, %d starts", a.Degraded(), starts.Load())
 	}
 }
+
+// TestRecoveryCrashResume: the images taken in the middle of a recovery
+// (a crash) record the last checkpoint (every 1/16 of the member) as
+// recovery_offset; opening them resumes from there.
+func TestRecoveryCrashResume(t *testing.T) {
+	s := spec{level: "raid5", n: 4, chunkKiB: 64, devMiB: []int{8}, bitmap: true}
+	mems := createChunk(t, s, 256<<10)
+	clk := &fakeClock{t: time.Unix(1700000100, 0)}
+	o := recoverOptions()
+	o.Clock = clk.Now
+	a := open(t, mems, o, 2)
+	m := newModel(a.Size())
+	p := make([]byte, a.Size())
+	fillPattern(newRand(31), p)
+	mustWrite(t, a, m, p, 0)
+	total := a.geo.DevSectors(0)
+	crashed := make(chan struct{})
+	var once sync.Once
+	a.SetSyncLimits(SyncLimits{MinKBps: 1, MaxKBps: 1})
+	a.sc.sleep = func(ctx context.Context, d time.Duration) {
+		if a.sc.pos.Load() < total/2 {
+			clk.Add(time.Hour) // the rate falls under the limit: go on
+			return
+		}
+		once.Do(func() { close(crashed) })
+		<-ctx.Done()
+	}
+	spare := NewMemDevice(s.devSize(0))
+	if _, err := a.AddDevice(spare.Reopen(), AddOptions{Replacement: -1}); err != nil {
+		t.Fatal(err)
+	}
+	<-crashed
+	// the crash: copy the images as they are now
+	snap := func(d *MemDevice) *MemDevice {
+		b := make([]byte, d.Geometry().Size)
+		d.Reopen().ReadAt(b, 0)
+		c := NewMemDevice(int64(len(b)))
+		c.WriteAt(b, 0)
+		return c
+	}
+	var imgs []*MemDevice
+	for i, d := range mems {
+		if i != 2 {
+			imgs = append(imgs, snap(d))
+		}
+	}
+	sp := snap(spare)
+	a.Close()
+	sb := readSB(t, sp)
+	rec := sb.RecoveryOffset
+	step := total/16 + 1
+	if sb.FeatureMap&superblock.FeatureRecoveryOffset == 0 || rec == 0 || rec > total/2 || rec+2*step < total/2 {
+		t.Fatalf("crash image: recovery_offset %d (total %d, checkpoints every %d)", rec, total, step)
+	}
+	cw := &offsetWrites{Device: sp.Reopen(), from: int64(sb.DataOffset) * 512, below: int64(sb.DataOffset+rec) * 512}
+	ds := devices(imgs)
+	ds = append(ds, cw)
+	b, err := Open(ds, recoverOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.StartAction(ActionRecover); err != nil {
+		t.Fatal(err)
+	}
+	waitSync(t, b)
+	if b.Degraded() != 0 || cw.count.Load() != 0 {
+		t.Fatalf("resumed: degraded %d, %d writes below %d", b.Degraded(), cw.count.Load(), rec)
+	}
+	if st := b.SyncStatus(); st.Written != total-rec {
+		t.Errorf("resumed recovery wrote %d, want %d", st.Written, total-rec)
+	}
+	if mm, err := b.Check(context.Background(), false); err != nil || mm != 0 {
+		t.Fatalf("check: %d, %v", mm, err)
+	}
+	checkContent(t, b, m)
+	b.Close()
+}
