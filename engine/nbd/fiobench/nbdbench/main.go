@@ -194,6 +194,9 @@ func run(ctx context.Context, o options, w io.Writer) error {
 	for _, j := range jobs {
 		fmt.Fprintf(w, "job %s: %s\n", j.Name, strings.Join(fiobench.Args("URI", j), " "))
 	}
+	if b, err := exec.Command("git", "describe", "--always", "--dirty").Output(); err == nil {
+		fmt.Fprintf(w, "commit: %s\n", strings.TrimSpace(string(b)))
+	}
 	fmt.Fprintf(w, "before: %s\n", uptime())
 	if o.cpuprofile != "" {
 		if !o.inprocess {
