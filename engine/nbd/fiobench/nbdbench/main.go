@@ -50,6 +50,7 @@ type options struct {
 	inprocess  bool
 	cpuprofile string
 	jobs       string
+	inlineMax  int
 }
 
 func main() {
@@ -67,6 +68,7 @@ func main() {
 	flag.BoolVar(&o.inprocess, "inprocess", false, "serve the array in this process instead of an mdtool daemon")
 	flag.StringVar(&o.cpuprofile, "cpuprofile", "", "write a CPU profile of the in-process server here (with -inprocess)")
 	flag.StringVar(&o.jobs, "jobs", "", "comma-separated subset of the jobs to run (default: all)")
+	flag.IntVar(&o.inlineMax, "inline-max", 0, "nbd.Config.InlineMax of the in-process server (0: default, -1: workers only)")
 	flag.Parse()
 	var err error
 	if o.memberSize, err = parseSize(size); err != nil {
@@ -155,7 +157,7 @@ func run(ctx context.Context, o options, w io.Writer) error {
 	var target fiobench.Target
 	var size int64
 	if o.inprocess {
-		srv, arr, err := serveInProcess(paths, filepath.Join(dir, "nbd.sock"))
+		srv, arr, err := serveInProcess(paths, filepath.Join(dir, "nbd.sock"), o.inlineMax)
 		if err != nil {
 			return err
 		}
@@ -163,7 +165,7 @@ func run(ctx context.Context, o options, w io.Writer) error {
 		defer srv.Close()
 		target = fiobench.Target{URI: "nbd+unix:///?socket=" + filepath.Join(dir, "nbd.sock"), PID: os.Getpid()}
 		size = arr.Size()
-		fmt.Fprintf(w, "server: in-process engine + NBD server (same code as the daemon)\n")
+		fmt.Fprintf(w, "server: in-process engine + NBD server (same code as the daemon), InlineMax %d\n", o.inlineMax)
 	} else {
 		d, err := startDaemon(ctx, mdtool, md, filepath.Join(dir, "run"), paths)
 		if err != nil {
@@ -222,7 +224,7 @@ func run(ctx context.Context, o options, w io.Writer) error {
 
 // serveInProcess opens the members as the daemon does and serves the array
 // with package nbd's defaults on sock.
-func serveInProcess(paths []string, sock string) (*nbd.Server, *engine.Array, error) {
+func serveInProcess(paths []string, sock string, inlineMax int) (*nbd.Server, *engine.Array, error) {
 	var devs []engine.Device
 	for _, p := range paths {
 		d, err := engine.OpenFile(p, engine.FileOptions{Exclusive: true})
@@ -235,7 +237,7 @@ func serveInProcess(paths []string, sock string) (*nbd.Server, *engine.Array, er
 	if err != nil {
 		return nil, nil, err
 	}
-	srv, err := nbd.NewServer(nbd.Config{Exports: []nbd.Export{{Backend: daemon.NewBackend(arr, nil)}}})
+	srv, err := nbd.NewServer(nbd.Config{Exports: []nbd.Export{{Backend: daemon.NewBackend(arr, nil)}}, InlineMax: inlineMax})
 	if err != nil {
 		arr.Close()
 		return nil, nil, err
