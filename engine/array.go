@@ -241,7 +241,8 @@ func Open(devs []Device, opts Options) (*Array, error) {
 			if sb.FeatureMap&superblock.FeatureRecoveryBitmap != 0 {
 				m.savedRole = role
 			}
-			m.replacement = sb.FeatureMap&superblock.FeatureReplacement != 0
+			// A replacement found without the member it replaced takes
+			// the role (raid5_run/raid1_run move it into the slot).
 		} else {
 			m.state.Store(uint32(InSync))
 		}
