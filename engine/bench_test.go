@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"mdtool/internal/membermodel"
 )
 
@@ -417,6 +419,10 @@ func BenchmarkReadIn(b *testing.B) {
 // per array write, no RAID, no locks), which shows how far this machine
 // lets IOPS grow with writers at the time of the run.
 //
+// cpu-us_Nw is the process CPU time per array write (median): if it stays
+// flat while IOPS dip, the writers got less CPU (the machine was busy);
+// if it grows with writers, they contend (spinning, cache-line traffic).
+//
 // Each benchmark iteration is a round that runs every writer count on
 // the array and on the members, 1000 writes each, one after the other:
 // rising writer counts in even rounds and falling ones in odd rounds,
@@ -444,6 +450,7 @@ func BenchmarkRandWriteIOPS(b *testing.B) {
 			for side := range iops {
 				iops[side] = make([][]float64, len(counts))
 			}
+			cpu := make([][]float64, len(counts))
 			const perRound = 1000
 			blocks := a.Size() / 4096
 			b.ResetTimer()
@@ -455,17 +462,31 @@ func BenchmarkRandWriteIOPS(b *testing.B) {
 					}
 					for j := 0; j < 2; j++ {
 						side := j ^ round%2
+						c0 := processCPU()
 						v := randWrites(b, counts[ci], perRound, blocks, uint64(round), sides[side])
 						iops[side][ci] = append(iops[side][ci], v)
+						if side == 0 {
+							cpu[ci] = append(cpu[ci], float64(processCPU()-c0)/1e3/perRound)
+						}
 					}
 				}
 			}
 			for ci, writers := range counts {
 				b.ReportMetric(median(iops[0][ci]), fmt.Sprintf("iops_%dw", writers))
 				b.ReportMetric(median(iops[1][ci]), fmt.Sprintf("members_iops_%dw", writers))
+				b.ReportMetric(median(cpu[ci]), fmt.Sprintf("cpu-us_%dw", writers))
 			}
 		})
 	}
+}
+
+// processCPU is the CPU time (user+system) the process has used.
+func processCPU() time.Duration {
+	var ru unix.Rusage
+	if err := unix.Getrusage(unix.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // randWrites does n 4 KiB writes at random block offsets with the given

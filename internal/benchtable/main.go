@@ -278,7 +278,10 @@ func printTargets(rs []result) bool {
 			continue
 		}
 		if _, bseq := iopsScaling(r.metrics, "members_iops_", cores); bseq != "" {
-			seq += " (members alone: " + bseq + ")"
+			seq += "; members alone " + bseq
+		}
+		if _, cseq := iopsScaling(r.metrics, "cpu-us_", cores); cseq != "" {
+			seq += "; CPU µs/write " + cseq
 		}
 		ts = append(ts, target{"4K randwrite IOPS " + r.variant, fmt.Sprintf("grows to %d writers, never falls", cores), seq, ok})
 	}
