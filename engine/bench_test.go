@@ -281,8 +281,10 @@ func benchArrayModel(b *testing.B, s spec) *Array {
 // target >= 0.7. Two kinds of members:
 //
 //   - memory: MemDevice. A member write is a memory copy, and copies are
-//     bound by the machine's memory bandwidth (one core saturates it
-//     here), so raid6, which stores 6/4 of raid0's bytes, cannot exceed
+//     bound by the machine's memory bandwidth (a second core adds
+//     little here: 256 MiB of 4 KiB copies ran 2.6-3.4 GB/s on one core
+//     and 2.1-2.8 GB/s on two, at load 8), so raid6, which stores 6/4 of
+//     raid0's bytes, cannot exceed
 //     4/6 = 0.67 of raid0 and raid5 4/5 = 0.80 (metric ceiling_x).
 //   - model: members with their own bandwidth (seqMember, 500 MB/s each)
 //     serving in parallel as disks do, and taking the data as a disk's DMA
