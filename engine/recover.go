@@ -179,10 +179,9 @@ func (a *Array) StartAction(action string) error {
 		return fmt.Errorf("%w: %v has no sync actions", ErrUnsupported, a.level)
 	}
 	a.sc.mu.Lock()
-	busy := a.sc.running
 	a.sc.frozen = false
 	a.sc.mu.Unlock()
-	if busy {
+	if a.syncBusy() {
 		return ErrBusy
 	}
 	switch action {
@@ -195,11 +194,33 @@ func (a *Array) StartAction(action string) error {
 		return ErrDegradedCheck
 	}
 	ctx, ok := a.claim(context.Background(), action)
+	for tries := 0; !ok && tries < 3 && !a.syncBusy(); tries++ {
+		ctx, ok = a.claim(context.Background(), action)
+	}
 	if !ok {
 		return ErrBusy
 	}
 	go a.runAction(ctx, action, false)
 	return nil
+}
+
+// syncBusy reports whether a sync action runs; a momentary hold of the
+// slot by the background goroutine deciding that nothing is to be done
+// is waited out.
+func (a *Array) syncBusy() bool {
+	for i := 0; i < 100; i++ {
+		a.sc.mu.Lock()
+		running, act := a.sc.running, a.sc.action
+		a.sc.mu.Unlock()
+		if !running {
+			return false
+		}
+		if act != "" {
+			return true
+		}
+		time.Sleep(time.Millisecond)
+	}
+	return true
 }
 
 // WaitSync waits until no sync action runs (or ctx ends).

@@ -260,7 +260,7 @@ func (a *Array) checkRecovery() {
 	a.sc.mu.Lock()
 	frozen := a.sc.frozen
 	a.sc.mu.Unlock()
-	if frozen {
+	if frozen || !a.syncWork() {
 		return
 	}
 	ctx, ok := a.claim(context.Background(), "")
@@ -280,6 +280,27 @@ func (a *Array) checkRecovery() {
 		return
 	}
 	go a.runAction(ctx, act, true)
+}
+
+// syncWork tells, without taking the sync slot, whether checkRecovery
+// may have something to start (so that idle ticks never hold the slot).
+func (a *Array) syncWork() bool {
+	if holes, spares := a.sparePlan(); len(holes) > 0 && len(spares) > 0 {
+		return true
+	}
+	a.cfgMu.RLock()
+	rec := len(a.recoveryTargets()) > 0
+	mirrors := a.striped == nil
+	deg := a.degraded()
+	a.cfgMu.RUnlock()
+	if rec {
+		return true
+	}
+	if _, sp := a.pendingReplacement(); sp != nil {
+		return true
+	}
+	need, _ := a.NeedsResync()
+	return need && (deg == 0 || mirrors)
 }
 
 // pickAction decides what the sync thread does next (holding the slot).

@@ -1146,3 +1146,24 @@ func TestRecoveryCrashResume(t *testing.T) {
 	checkContent(t, b, m)
 	b.Close()
 }
+
+// TestIdleDaemonNoBusy: the background goroutine of an idle array never
+// makes StartAction answer ErrBusy.
+func TestIdleDaemonNoBusy(t *testing.T) {
+	s := spec{level: "raid1", n: 2, devMiB: []int{2}}
+	mems := createChunk(t, s, 0)
+	o := DefaultOptions()
+	o.SafeModeDelay = 5 * time.Millisecond // daemon ticks every 5 ms
+	a := open(t, mems, o)
+	defer a.Close()
+	for i := 0; i < 30; i++ {
+		if err := a.StartAction(ActionCheck); err != nil {
+			t.Fatalf("round %d: %v", i, err)
+		}
+		waitSync(t, a)
+		time.Sleep(time.Duration(i%7) * time.Millisecond)
+	}
+	if st := a.SyncStatus(); st.LastAction != ActionCheck || st.Mismatches != 0 {
+		t.Errorf("status: %+v", st)
+	}
+}
