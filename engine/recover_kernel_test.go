@@ -112,13 +112,17 @@ func TestKernelRecovery(t *testing.T) {
 	// other data, so the initial resync has something to copy); md2 raid5
 	// c0..c3 + spare c4.
 	var bImgs []string
-	for _, n := range []string{"a0", "a1", "a2"} {
-		bImgs = append(bImgs, img(n, 32<<20, 0))
+	makeImages := func() {
+		bImgs = nil
+		for _, n := range []string{"a0", "a1", "a2"} {
+			bImgs = append(bImgs, img(n, 32<<20, 0))
+		}
+		bImgs = append(bImgs, img("b0", 32<<20, 0), img("b1", 32<<20, 0x5a))
+		for _, n := range []string{"c0", "c1", "c2", "c3", "c4"} {
+			bImgs = append(bImgs, img(n, 24<<20, 0))
+		}
 	}
-	bImgs = append(bImgs, img("b0", 32<<20, 0), img("b1", 32<<20, 0x5a))
-	for _, n := range []string{"c0", "c1", "c2", "c3", "c4"} {
-		bImgs = append(bImgs, img(n, 24<<20, 0))
-	}
+	makeImages()
 	script := `
 echo 4000 > /proc/sys/dev/raid/speed_limit_max
 mdadm --create /dev/md0 --run --homehost=any --name=r0 --level=1 --raid-devices=2 --bitmap=none --assume-clean /dev/vda /dev/vdb >/tmp/c0 2>&1 || { echo ERR create0; cat /tmp/c0; }
@@ -153,7 +157,7 @@ mdvm-crash 0
 		disks = append(disks, mdvm.Disk{Path: p})
 	}
 	start := time.Now()
-	out := mdvm.MustExec(t, mdvm.Run{Disks: disks, Script: script, Timeout: 900 * time.Second})
+	out := execRetry(t, mdvm.Run{Disks: disks, Script: script, Timeout: 300 * time.Second}, makeImages)
 	t.Logf("kernel setup run: %v\n%s", time.Since(start), out)
 	if bytes.Contains(out, []byte("ERR")) {
 		t.Fatalf("kernel setup failed:\n%s", out)
@@ -374,7 +378,7 @@ mdvm-crash 0
 		fmt.Fprintf(&sc, "mdadm --stop /dev/md%d >/dev/null 2>&1\n", k)
 	}
 	start = time.Now()
-	out = mdvm.MustExec(t, mdvm.Run{Disks: disks, Script: sc.String(), Timeout: 900 * time.Second})
+	out = execRetry(t, mdvm.Run{Disks: disks, Script: sc.String(), Timeout: 300 * time.Second}, nil)
 	t.Logf("kernel check run: %v\n%s", time.Since(start), out)
 	kv2 := vmLines(out)
 	if bytes.Contains(out, []byte("ERR")) {
@@ -441,4 +445,28 @@ func compareAdded(t *testing.T, a *Array, want *superblock.Superblock, size int6
 	if err := a.RemoveDevice(idx); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// execRetry runs the VM, and again (at most twice more) when the run
+// itself fails: on this 2-core TCG machine a guest occasionally hangs
+// before printing anything. reset restores the RW images first.
+func execRetry(t *testing.T, r mdvm.Run, reset func()) []byte {
+	t.Helper()
+	var err error
+	var res mdvm.Result
+	for attempt := 0; attempt < 3; attempt++ {
+		if attempt > 0 && reset != nil {
+			reset()
+		}
+		res, err = r.Exec(context.Background())
+		if err == nil {
+			if res.Code != 0 {
+				t.Fatalf("mdvm guest script exited %d; output:\n%s", res.Code, res.Output)
+			}
+			return res.Output
+		}
+		t.Logf("mdvm attempt %d: %v\noutput:\n%s", attempt+1, err, res.Output)
+	}
+	t.Fatalf("mdvm: %v", err)
+	return nil
 }
