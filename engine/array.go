@@ -341,6 +341,12 @@ func Open(devs []Device, opts Options) (*Array, error) {
 		ctx, cancel := context.WithCancel(context.Background())
 		a.cancel = cancel
 		a.done = make(chan struct{})
+		// md_run wakes the sync thread at once: a pending resync or
+		// recovery shows in sync_action as soon as the array runs, so a
+		// `wait` right after assembly waits for it.
+		if !opts.NoAutoSync {
+			a.checkRecovery()
+		}
 		go a.daemon(ctx)
 	}
 	return a, nil

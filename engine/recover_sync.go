@@ -279,6 +279,9 @@ func (a *Array) checkRecovery() {
 		a.release(false)
 		return
 	}
+	a.sc.mu.Lock()
+	a.sc.action = act // visible in SyncStatus before the goroutine runs
+	a.sc.mu.Unlock()
 	go a.runAction(ctx, act, true)
 }
 

@@ -607,6 +607,11 @@ func TestAutoResync(t *testing.T) {
 	o := DefaultOptions()
 	o.SafeModeDelay = 20 * time.Millisecond
 	b := open(t, mems, o)
+	// Like md_run, Open starts the pending resync before it returns: a
+	// status read (or `wait`) right after assembly sees it.
+	if st := b.SyncStatus(); st.Action != ActionResync && st.LastAction != ActionResync {
+		t.Errorf("status right after Open: %+v, want a resync started", st)
+	}
 	deadline := time.Now().Add(time.Minute)
 	for {
 		if need, _ := b.NeedsResync(); !need && b.SyncStatus().Action == ActionIdle {
