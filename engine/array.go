@@ -314,6 +314,10 @@ func Open(devs []Device, opts Options) (*Array, error) {
 	}
 	a.meta.events = ref.Events
 	a.meta.recoveryCP = ref.ResyncOffset
+	if a.level == layout.RAID1 && a.n-a.degraded() == 1 {
+		// raid1's run(): a single working copy has nothing to resync.
+		a.meta.recoveryCP = superblock.MaxSector
+	}
 	a.meta.inSync = ref.ResyncOffset == superblock.MaxSector
 	if a.meta.inSync || !a.redundant() {
 		a.meta.inSync = true
