@@ -77,12 +77,17 @@ bench-nbd: build
 	$(GO) run ./engine/nbd/fiobench/nbdbench -mdtool $(BIN) $(NBDBENCH_FLAGS)
 
 # The main job end to end on sparse image files: create a RAID10 with an
-# internal bitmap exactly as the mdadm command line would, then examine it.
+# internal bitmap exactly as the mdadm command line would (which starts
+# serving it, as mdadm --create starts the array), show it, stop it, then
+# examine the members.
 demo: build
+	@MDTOOL_RUN_DIR=$(DEMO)/run $(BIN) --stop /dev/md/demo >/dev/null 2>&1 || true
 	@rm -rf $(DEMO) && mkdir -p $(DEMO)
 	@for i in 0 1 2 3; do truncate -s 1G $(DEMO)/disk$$i.img; done
-	$(BIN) --create /dev/md/demo --run --level=10 --raid-devices=4 --bitmap=internal \
+	MDTOOL_RUN_DIR=$(DEMO)/run $(BIN) --create /dev/md/demo --run --level=10 --raid-devices=4 --bitmap=internal \
 		--bitmap-chunk=64M --homehost=demo $(DEMO)/disk0.img $(DEMO)/disk1.img $(DEMO)/disk2.img $(DEMO)/disk3.img
+	MDTOOL_RUN_DIR=$(DEMO)/run $(BIN) --detail /dev/md/demo
+	MDTOOL_RUN_DIR=$(DEMO)/run $(BIN) --stop /dev/md/demo
 	$(BIN) --examine $(DEMO)/disk0.img
 	$(BIN) -X $(DEMO)/disk0.img
 	$(BIN) --examine --scan --config=none $(DEMO)/disk*.img

@@ -437,6 +437,7 @@ func (as *assembler) serve(rv int) error {
 	if err := n.Ready(rv); err != nil {
 		log.Printf("readiness notification: %v", err)
 	}
+	engineLog.flush()
 	var wg sync.WaitGroup
 	all := make(chan struct{})
 	for _, s := range as.started {
@@ -1327,7 +1328,7 @@ func (as *assembler) start(j assembleJob, mddev, name string, devs []*asmDev, or
 	opts.ReadOnly = as.o.readonly
 	opts.Force = as.o.force
 	opts.SafeModeDelay = as.o.srv.safeModeDelay
-	opts.Logf = func(format string, a ...any) { log.Printf(mddev+": "+format, a...) }
+	opts.Logf = func(format string, a ...any) { engineLog.printf(mddev+": "+format, a...) }
 	arr, err := engine.Open(edevs, opts)
 	if err != nil {
 		for _, d := range edevs {
@@ -1420,4 +1421,38 @@ func (as *assembler) start(j assembleJob, mddev, name string, devs []*asmDev, or
 	}
 	as.started = append(as.started, &startedArray{name: name, dev: mddev, uuid: arr.UUID(), svc: svc})
 	return 0
+}
+
+// engineLog holds the engine's kernel-log-like lines (recovery started,
+// member failed, ...) that a background child logs before it is ready:
+// they belong in its log file, not among the command's mdadm-style
+// messages on the terminal. A foreground run logs them at once.
+var engineLog earlyLog
+
+type earlyLog struct {
+	mu    sync.Mutex
+	lines []string
+	done  bool
+}
+
+func (l *earlyLog) printf(format string, a ...any) {
+	l.mu.Lock()
+	if !l.done && os.Getenv(daemon.ReadyFDEnv) != "" {
+		l.lines = append(l.lines, fmt.Sprintf(format, a...))
+		l.mu.Unlock()
+		return
+	}
+	l.mu.Unlock()
+	log.Printf(format, a...)
+}
+
+// flush logs the held lines (after the output moved to the log file).
+func (l *earlyLog) flush() {
+	l.mu.Lock()
+	lines := l.lines
+	l.lines, l.done = nil, true
+	l.mu.Unlock()
+	for _, s := range lines {
+		log.Print(s)
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"errors"
 	"fmt"
+	"mdtool/engine/daemon"
 	"os"
 	"strings"
 
@@ -35,6 +36,7 @@ type createOptions struct {
 	auto         string
 	consistency  string
 	mdadmConf    string
+	start        bool
 }
 
 func newCreateCmd(env *Env) *cobra.Command {
@@ -56,13 +58,19 @@ placement, a 64M bitmap chunk, and an automatic internal bitmap when the
 component size exceeds 100 GiB (mdadm 4.4 and later no longer add one).
 Sizes take mdadm's suffixes: K (default), M, G, T, and s for sectors.
 
+Like mdadm --create, create then starts the new array: it runs
+"mdtool assemble MD-DEVICE DEVICE... --run" in the background, so the array
+is served (NBD socket in the run directory) and its initial resync or
+recovery runs. --start=false (or MDTOOL_START=false, or "start: false" in
+the config file) only writes the metadata.
+
 Everything is checked before the first write: on any refusal no device is
 modified. A device that holds another array's md superblock, a filesystem or
 a partition table is refused unless --force is given (mdadm only asks).
 
 EXIT STATUS
-  0  superblocks written
-  1  create refused or aborted, or a write failed
+  0  superblocks written (and the array started, unless --start=false)
+  1  create refused or aborted, a write failed, or the array did not start
   2  bad arguments, or a device could not be opened`,
 		Example: `  mdtool --create /dev/md/data --level=10 --raid-devices=4 --bitmap=internal \
          --bitmap-chunk=64M /dev/nvme0n1 /dev/nvme1n1 /dev/nvme2n1 /dev/nvme3n1
@@ -94,12 +102,13 @@ EXIT STATUS
 	f.BoolVarP(&o.force, "force", "f", false, "allow unusual geometries and overwriting devices that hold data")
 	f.StringVarP(&o.auto, "auto", "a", "", "accepted for mdadm compatibility; device nodes are not created")
 	f.StringVarP(&o.consistency, "consistency-policy", "k", "", "resync or bitmap (ppl and journal are not supported)")
+	f.BoolVar(&o.start, "start", true, "start serving the new array, as mdadm --create starts it (false: metadata only)")
 	f.StringVar(&o.mdadmConf, "config", "", "mdadm.conf to read (HOMEHOST, CREATE)")
 	_ = f.MarkHidden("config")
 	for _, n := range []string{"raid-disks", "spare-disks", "rounding", "parity"} {
 		_ = f.MarkHidden(n)
 	}
-	markConfigurable(f, "metadata", "bitmap", "bitmap-chunk", "chunk")
+	markConfigurable(f, "metadata", "bitmap", "bitmap-chunk", "chunk", "start")
 	return c
 }
 
@@ -279,7 +288,53 @@ func runCreate(c *cobra.Command, env *Env, o *createOptions, args []string) erro
 			return &ExitError{Code: 1, Msg: fmt.Sprintf("failed to write metadata to %s: %v", m.Path, err)}
 		}
 	}
-	fmt.Fprintf(stderr, "mdtool: array %s created.\n", mddev)
+	if !o.start {
+		fmt.Fprintf(stderr, "mdtool: array %s created.\n", mddev)
+		return nil
+	}
+	// Start it as mdadm --create does (RUN_ARRAY): the devices are closed
+	// first so that the daemon can open them exclusively.
+	var paths []string
+	for i, m := range members {
+		if m != nil {
+			paths = append(paths, devs[i])
+			m.Close()
+			members[i] = nil
+		}
+	}
+	if err := startCreated(env, mddev, paths); err != nil {
+		return err
+	}
+	fmt.Fprintf(stderr, "mdtool: array %s started.\n", mddev)
+	return nil
+}
+
+// startCreated runs "mdtool assemble --foreground --run --quiet MD DEVS..."
+// as a background daemon and waits until it serves the array.
+func startCreated(env *Env, mddev string, devs []string) error {
+	exe, err := os.Executable()
+	if err != nil {
+		return exitf(1, "cannot find my own executable: %v", err)
+	}
+	args := append([]string{"assemble", "--foreground", "--run", "--quiet", mddev}, devs...)
+	stdout, _ := env.Stdout.(*os.File)
+	stderr, _ := env.Stderr.(*os.File)
+	if stdout == nil {
+		stdout = os.Stdout
+	}
+	if stderr == nil {
+		stderr = os.Stderr
+	}
+	code, err := daemon.Spawn(exe, args, os.Environ(), stdout, stderr)
+	var ce *daemon.ChildExitError
+	switch {
+	case errors.As(err, &ce):
+		return &ExitError{Code: 1, Msg: fmt.Sprintf("array %s created but not started (assemble exited with status %d)", mddev, ce.Code)}
+	case err != nil:
+		return exitf(1, "array %s created but not started: %v", mddev, err)
+	case code != 0:
+		return &ExitError{Code: 1, Msg: fmt.Sprintf("array %s created but not started", mddev)}
+	}
 	return nil
 }
 

@@ -49,6 +49,10 @@ func TestMain(m *testing.M) {
 		panic(err)
 	}
 	os.Setenv("MDTOOL_CONFIG", empty)
+	// create starts a daemon unless told not to; the tests (and the
+	// binaries they run) start arrays themselves. TestCreateStartsArray
+	// covers the default.
+	os.Setenv("MDTOOL_START", "false")
 	code := m.Run()
 	os.RemoveAll(dir)
 	os.Exit(code)

@@ -148,7 +148,7 @@ func run(ctx context.Context, o options, w io.Writer) error {
 		paths = append(paths, p)
 	}
 	md := "/dev/md/nbdbench"
-	args := append([]string{"create", md, "--run", "--assume-clean", "--homehost=nbdbench",
+	args := append([]string{"create", md, "--run", "--start=false", "--assume-clean", "--homehost=nbdbench",
 		"-l" + o.level, "-n" + strconv.Itoa(o.members), "--chunk=" + o.chunk}, paths...)
 	if out, err := exec.CommandContext(ctx, mdtool, args...).CombinedOutput(); err != nil {
 		return fmt.Errorf("mdtool create: %v\n%s", err, out)
