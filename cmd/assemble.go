@@ -379,10 +379,6 @@ func devnameMatches(name, match string) bool {
 // spawnAssemble starts this command again as a background daemon and
 // waits until it is ready.
 func spawnAssemble(env *Env) error {
-	exe, err := os.Executable()
-	if err != nil {
-		return exitf(1, "cannot find my own executable: %v", err)
-	}
 	args := append([]string{}, os.Args[1:]...)
 	// --foreground goes before a "--" so that it stays a flag.
 	i := len(args)
@@ -393,15 +389,7 @@ func spawnAssemble(env *Env) error {
 		}
 	}
 	args = append(args[:i], append([]string{"--foreground"}, args[i:]...)...)
-	stdout, _ := env.Stdout.(*os.File)
-	stderr, _ := env.Stderr.(*os.File)
-	if stdout == nil {
-		stdout = os.Stdout
-	}
-	if stderr == nil {
-		stderr = os.Stderr
-	}
-	code, err := daemon.Spawn(exe, args, os.Environ(), stdout, stderr)
+	code, err := spawnSelf(env, args)
 	var ce *daemon.ChildExitError
 	if errors.As(err, &ce) {
 		return &ExitError{Code: ce.Code}
@@ -413,6 +401,25 @@ func spawnAssemble(env *Env) error {
 		return &ExitError{Code: code}
 	}
 	return nil
+}
+
+// spawnSelf runs this executable with args as a background daemon (see
+// daemon.Spawn), sharing env's stdout and stderr until it is ready, and
+// returns the status it reported.
+func spawnSelf(env *Env, args []string) (int, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return 1, fmt.Errorf("cannot find my own executable: %v", err)
+	}
+	stdout, _ := env.Stdout.(*os.File)
+	stderr, _ := env.Stderr.(*os.File)
+	if stdout == nil {
+		stdout = os.Stdout
+	}
+	if stderr == nil {
+		stderr = os.Stderr
+	}
+	return daemon.Spawn(exe, args, os.Environ(), stdout, stderr)
 }
 
 // serve reports readiness and serves the started arrays until every one

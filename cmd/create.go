@@ -312,20 +312,8 @@ func runCreate(c *cobra.Command, env *Env, o *createOptions, args []string) erro
 // startCreated runs "mdtool assemble --foreground --run --quiet MD DEVS..."
 // as a background daemon and waits until it serves the array.
 func startCreated(env *Env, mddev string, devs []string) error {
-	exe, err := os.Executable()
-	if err != nil {
-		return exitf(1, "cannot find my own executable: %v", err)
-	}
 	args := append([]string{"assemble", "--foreground", "--run", "--quiet", mddev}, devs...)
-	stdout, _ := env.Stdout.(*os.File)
-	stderr, _ := env.Stderr.(*os.File)
-	if stdout == nil {
-		stdout = os.Stdout
-	}
-	if stderr == nil {
-		stderr = os.Stderr
-	}
-	code, err := daemon.Spawn(exe, args, os.Environ(), stdout, stderr)
+	code, err := spawnSelf(env, args)
 	var ce *daemon.ChildExitError
 	switch {
 	case errors.As(err, &ce):
