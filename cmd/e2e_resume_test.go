@@ -19,19 +19,8 @@ import (
 // has finished.
 func syncAction(t *testing.T, runDir, md, action string) e2eDetail {
 	t.Helper()
-	for try := 0; ; try++ {
-		code, _, errs := mdtool(t, "action", "--run-dir", runDir, action, md)
-		if code == 0 {
-			break
-		}
-		// The engine's sync thread claims its slot on every daemon tick
-		// to look for work, so an action may briefly meet EBUSY while
-		// nothing runs (md only refuses while a sync runs). Retry that.
-		if try < 50 && strings.Contains(errs, "Device or resource busy") && detailOf(t, runDir, md).Sync.Action == "idle" {
-			t.Logf("action %s: EBUSY while idle (try %d)", action, try+1)
-			time.Sleep(10 * time.Millisecond)
-			continue
-		}
+	// md answers EBUSY only while a sync runs, and so must mdtool: no retry.
+	if code, _, errs := mdtool(t, "action", "--run-dir", runDir, action, md); code != 0 {
 		t.Fatalf("action %s %s: exit %d: %s", action, md, code, errs)
 	}
 	return waitFor(t, runDir, md, action)

@@ -484,16 +484,8 @@ func (s *Service) action(act string) error {
 	if !actions[act] {
 		return Errorf(CodeInvalid, "unknown sync action %q", act)
 	}
-	a := s.cfg.Array
-	err := a.StartAction(act)
-	// md refuses (EBUSY) only while a sync runs; the engine's sync thread
-	// may hold its slot for a moment while it looks for work, so an
-	// EBUSY met while idle is tried again.
-	for i := 0; i < 50 && errors.Is(err, engine.ErrBusy) && a.SyncStatus().Action == engine.ActionIdle; i++ {
-		time.Sleep(20 * time.Millisecond)
-		err = a.StartAction(act)
-	}
-	if err != nil {
+	// The engine answers ErrBusy only while an action runs, as md does.
+	if err := s.cfg.Array.StartAction(act); err != nil {
 		return engineError(err)
 	}
 	s.cfg.Logf("md: sync_action %s", act)
