@@ -143,7 +143,7 @@ type Array struct {
 	meta    metaState
 	stats   engineStats
 
-	inflight atomic.Int64
+	inflight inflightCounter
 	closed   atomic.Bool
 	drained  chan struct{}
 	cancel   context.CancelFunc
@@ -538,11 +538,14 @@ func (a *Array) Degraded() int {
 	return a.degraded()
 }
 
-func (a *Array) enter() error {
+// enter admits a request keyed by key (its offset in MiB: requests on
+// different regions count in different shards, so that concurrent
+// requests do not share one cache line).
+func (a *Array) enter(key uint64) error {
 	for {
-		a.inflight.Add(1)
+		a.inflight.add(key, 1)
 		if a.closed.Load() {
-			a.leave()
+			a.leave(key)
 			return ErrClosed
 		}
 		if !a.suspended.Load() {
@@ -550,7 +553,7 @@ func (a *Array) enter() error {
 		}
 		// A configuration change (a spare taking a role) waits for the
 		// requests in flight; wait for it to end.
-		a.leave()
+		a.leave(key)
 		a.suspMu.Lock()
 		for a.suspended.Load() {
 			a.suspCond.Wait()
@@ -559,13 +562,40 @@ func (a *Array) enter() error {
 	}
 }
 
-func (a *Array) leave() {
-	if a.inflight.Add(-1) == 0 && a.closed.Load() {
+func (a *Array) leave(key uint64) {
+	a.inflight.add(key, -1)
+	if a.closed.Load() && a.inflight.zero() {
 		select {
 		case a.drained <- struct{}{}:
 		default:
 		}
 	}
+}
+
+// inflightCounter counts the requests in flight in shards. A request
+// enters and leaves the same shard, so each shard is never negative; the
+// flags (closed, suspended) are set before the shards are summed and
+// read after a request is counted, so a request is either seen in the
+// sum or sees the flag.
+type inflightCounter struct {
+	c [counterShards]struct {
+		v atomic.Int64
+		_ [56]byte
+	}
+}
+
+func (c *inflightCounter) add(key uint64, n int64) {
+	c.c[(key*0x9e3779b97f4a7c15)>>60%counterShards].v.Add(n)
+}
+
+// zero says whether no request is in flight.
+func (c *inflightCounter) zero() bool {
+	for i := range c.c {
+		if c.c[i].v.Load() != 0 {
+			return false
+		}
+	}
+	return true
 }
 
 func (a *Array) checkIO(n int, off int64) error {
@@ -581,10 +611,10 @@ func (a *Array) ReadAt(p []byte, off int64) (int, error) {
 	if err := a.checkIO(len(p), off); err != nil {
 		return 0, err
 	}
-	if err := a.enter(); err != nil {
+	if err := a.enter(uint64(off >> 20)); err != nil {
 		return 0, err
 	}
-	defer a.leave()
+	defer a.leave(uint64(off >> 20))
 	a.userIO.add(uint64(off>>20), 1)
 	done := int64(0)
 	err := a.pieces(off, int64(len(p)), func(o, n int64, full bool) error {
@@ -615,15 +645,15 @@ func (a *Array) write(p []byte, off int64, fua bool) (int, error) {
 	if err := a.checkIO(len(p), off); err != nil {
 		return 0, err
 	}
-	if err := a.enter(); err != nil {
+	key := uint64(off >> 20)
+	if err := a.enter(key); err != nil {
 		return 0, err
 	}
-	defer a.leave()
+	defer a.leave(key)
 	if len(p) == 0 {
 		return 0, nil
 	}
-	a.userIO.add(uint64(off>>20), 1)
-	key := uint64(off >> 20)
+	a.userIO.add(key, 1)
 	if err := a.writeStart(key); err != nil {
 		return 0, err
 	}
@@ -695,10 +725,10 @@ func (s *splitter) next() (off, n int64, full, ok bool) {
 
 // Flush makes every completed write durable on every working member.
 func (a *Array) Flush() error {
-	if err := a.enter(); err != nil {
+	if err := a.enter(0); err != nil {
 		return err
 	}
-	defer a.leave()
+	defer a.leave(0)
 	return a.flushMembers()
 }
 
@@ -750,15 +780,15 @@ func (a *Array) zeroOrDiscard(off, n int64, discard bool) error {
 	if err := checkRange(off, n, a.size); err != nil {
 		return err
 	}
-	if err := a.enter(); err != nil {
+	key := uint64(off >> 20)
+	if err := a.enter(key); err != nil {
 		return err
 	}
-	defer a.leave()
+	defer a.leave(key)
 	if n == 0 {
 		return nil
 	}
-	a.userIO.add(uint64(off>>20), 1)
-	key := uint64(off >> 20)
+	a.userIO.add(key, 1)
 	if err := a.writeStart(key); err != nil {
 		return err
 	}
@@ -780,12 +810,10 @@ func (a *Array) Close() error {
 	a.closed.Store(true)
 	// md_do_sync interrupted: the running action stops and records where.
 	a.stopSync(true)
-	if a.inflight.Load() > 0 {
-		for a.inflight.Load() > 0 {
-			select {
-			case <-a.drained:
-			case <-time.After(10 * time.Millisecond):
-			}
+	for !a.inflight.zero() {
+		select {
+		case <-a.drained:
+		case <-time.After(10 * time.Millisecond):
 		}
 	}
 	if a.cancel != nil {

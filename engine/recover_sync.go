@@ -236,7 +236,7 @@ func (a *Array) suspend() {
 	a.suspMu.Lock()
 	a.suspended.Store(true)
 	a.suspMu.Unlock()
-	for a.inflight.Load() > 0 {
+	for !a.inflight.zero() {
 		time.Sleep(50 * time.Microsecond)
 	}
 }
