@@ -64,22 +64,38 @@ var benchOps = []benchOp{
 	{"randwrite4K", 4 << 10, true, true},
 }
 
-// runOps performs n requests of op on an io target of size bytes.
-func runOps(n int, op benchOp, size int64, p []byte, rw func(p []byte, off int64, write bool) error) error {
-	r := rand.New(rand.NewPCG(1, 2))
-	off := int64(0)
-	blocks := size / op.size
+// opStream is the sequence of request offsets of op on an io target of
+// size bytes: random whole blocks from a fixed seed, or consecutive ones
+// from 0, wrapping at the end. A stream continues where the previous run
+// stopped, so that a benchmark running it in batches covers the target
+// instead of repeating the first batch's offsets (which the CPU caches
+// would then serve).
+type opStream struct {
+	op   benchOp
+	size int64
+	r    *rand.Rand
+	off  int64
+}
+
+func newOpStream(op benchOp, size int64) *opStream {
+	return &opStream{op: op, size: size, r: rand.New(rand.NewPCG(1, 2))}
+}
+
+// run performs the next n requests.
+func (s *opStream) run(n int, p []byte, rw func(p []byte, off int64, write bool) error) error {
+	op := s.op
+	blocks := s.size / op.size
 	for i := 0; i < n; i++ {
 		if op.rand {
-			off = r.Int64N(blocks) * op.size
-		} else if off+op.size > size {
-			off = 0
+			s.off = s.r.Int64N(blocks) * op.size
+		} else if s.off+op.size > s.size {
+			s.off = 0
 		}
-		if err := rw(p[:op.size], off, op.write); err != nil {
+		if err := rw(p[:op.size], s.off, op.write); err != nil {
 			return err
 		}
 		if !op.rand {
-			off += op.size
+			s.off += op.size
 		}
 	}
 	return nil
@@ -181,7 +197,7 @@ func BenchmarkEngine(b *testing.B) {
 					p := make([]byte, op.size)
 					b.SetBytes(op.size)
 					b.ResetTimer()
-					if err := runOps(b.N, op, a.Size(), p, membersRW(mems, dm, chunk)); err != nil {
+					if err := newOpStream(op, a.Size()).run(b.N, p, membersRW(mems, dm, chunk)); err != nil {
 						b.Fatal(err)
 					}
 				})
@@ -190,6 +206,7 @@ func BenchmarkEngine(b *testing.B) {
 					// that both see the same machine load.
 					p := make([]byte, op.size)
 					mrw, arw := membersRW(mems, dm, chunk), arrayRW(a)
+					ms, as := newOpStream(op, a.Size()), newOpStream(op, a.Size())
 					var tEng, tMem time.Duration
 					b.SetBytes(op.size)
 					b.ResetTimer()
@@ -198,11 +215,13 @@ func BenchmarkEngine(b *testing.B) {
 						n := min(batch, b.N-done)
 						b.StopTimer()
 						t0 := time.Now()
-						runOps(n, op, a.Size(), p, mrw)
+						if err := ms.run(n, p, mrw); err != nil {
+							b.Fatal(err)
+						}
 						tMem += time.Since(t0)
 						b.StartTimer()
 						t1 := time.Now()
-						if err := runOps(n, op, a.Size(), p, arw); err != nil {
+						if err := as.run(n, p, arw); err != nil {
 							b.Fatal(err)
 						}
 						tEng += time.Since(t1)
@@ -320,6 +339,7 @@ func BenchmarkFullStripeVsRAID0(b *testing.B) {
 				p := make([]byte, op.size)
 				var tEng, tR0 time.Duration
 				var ratios []float64
+				s0, s1 := newOpStream(op, r0.Size()), newOpStream(op, a.Size())
 				b.SetBytes(op.size)
 				b.ResetTimer()
 				for done, round := 0, 0; done < b.N; done, round = done+batch, round+1 {
@@ -328,9 +348,11 @@ func BenchmarkFullStripeVsRAID0(b *testing.B) {
 					for side := 0; side < 2; side++ {
 						start := time.Now()
 						if (side == 0) == (round%2 == 0) {
-							runOps(n, op, r0.Size(), p, arrayRW(r0))
+							if err := s0.run(n, p, arrayRW(r0)); err != nil {
+								b.Fatal(err)
+							}
 							t0 = time.Since(start)
-						} else if err := runOps(n, op, a.Size(), p, arrayRW(a)); err != nil {
+						} else if err := s1.run(n, p, arrayRW(a)); err != nil {
 							b.Fatal(err)
 						} else {
 							t1 = time.Since(start)
