@@ -690,7 +690,17 @@ func (sp *stripedPers) parityInPlace(w *stripeWork, cb int) {
 			w.qb = w.alloc(cb)
 		}
 	}
-	sp.computeParity(w)
+	if pd != nil && (!sp.r6 || qd != nil) {
+		// Straight into member memory, which nothing reads soon: stores
+		// that bypass the caches (no read-for-ownership of the lines).
+		if sp.r6 {
+			parity.GenPQStream(w.pb, w.qb, sp.syndrome(w))
+		} else {
+			parity.XorStream(w.pb, w.db)
+		}
+	} else {
+		sp.computeParity(w)
+	}
 	done := func(m *member, ip InPlaceWriter, off int64, d, b []byte) {
 		a.stats.memberWrites.add(uint64(off>>16), 1)
 		if d != nil {

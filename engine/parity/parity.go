@@ -97,7 +97,7 @@ func checkSrcs(srcs [][]byte, n int) {
 // at least len(dst) bytes. dst may be one of srcs.
 func Xor(dst []byte, srcs [][]byte) {
 	checkSrcs(srcs, len(dst))
-	xorBlocks(dst, srcs, -1, nil)
+	xorBlocks(dst, srcs, -1, nil, false)
 }
 
 // GenPQ computes the raid6 syndromes of data, which is in slot order:
@@ -109,7 +109,26 @@ func GenPQ(p, q []byte, data [][]byte) {
 		checkLen("P", p, len(q))
 	}
 	checkSrcs(data, len(q))
-	genPQ(p, q, data, -1, -1)
+	genPQ(p, q, data, -1, -1, false)
+}
+
+// XorStream is Xor with non-temporal stores where the CPU has them and
+// dst is aligned to the vector size: dst bypasses the caches, for
+// destinations that will not be read again soon (parity written straight
+// into a member's memory). The result is the same as Xor's.
+func XorStream(dst []byte, srcs [][]byte) {
+	checkSrcs(srcs, len(dst))
+	xorBlocks(dst, srcs, -1, nil, true)
+}
+
+// GenPQStream is GenPQ with non-temporal stores for p and q (see
+// XorStream). The result is the same as GenPQ's.
+func GenPQStream(p, q []byte, data [][]byte) {
+	if p != nil {
+		checkLen("P", p, len(q))
+	}
+	checkSrcs(data, len(q))
+	genPQ(p, q, data, -1, -1, true)
 }
 
 // Recover rebuilds lost blocks of one stripe in place. data is in slot
@@ -178,28 +197,28 @@ func Recover(data [][]byte, p, q []byte, lost ...int) error {
 	switch {
 	case x < 0: // only parity lost
 		if lostP && !lostQ {
-			xorBlocks(p, data, -1, nil)
+			xorBlocks(p, data, -1, nil, false)
 		} else if lostP {
-			genPQ(p, q, data, -1, -1)
+			genPQ(p, q, data, -1, -1, false)
 		} else {
-			genPQ(nil, q, data, -1, -1)
+			genPQ(nil, q, data, -1, -1, false)
 		}
 	case y < 0 && !lostP: // one data block from P
-		xorBlocks(data[x][:n], data, x, p)
+		xorBlocks(data[x][:n], data, x, p, false)
 		if lostQ {
-			genPQ(nil, q, data, -1, -1)
+			genPQ(nil, q, data, -1, -1, false)
 		}
 	case y < 0: // data + P: data from Q, then P
 		dx := data[x][:n]
-		genPQ(nil, dx, data, x, -1) // Q without D_x
-		xorInto(dx, q)              // g^x·D_x
+		genPQ(nil, dx, data, x, -1, false) // Q without D_x
+		xorInto(dx, q)                     // g^x·D_x
 		MulSlice(Inv(Coef(x)), dx, dx)
-		xorBlocks(p, data, -1, nil)
+		xorBlocks(p, data, -1, nil, false)
 	default: // two data blocks
 		dx, dy := data[x][:n], data[y][:n]
-		genPQ(dy, dx, data, x, y) // P and Q without D_x, D_y
-		xorInto(dy, p)            // Pxy = D_x ⊕ D_y
-		xorInto(dx, q)            // Qxy = g^x·D_x ⊕ g^y·D_y
+		genPQ(dy, dx, data, x, y, false) // P and Q without D_x, D_y
+		xorInto(dy, p)                   // Pxy = D_x ⊕ D_y
+		xorInto(dx, q)                   // Qxy = g^x·D_x ⊕ g^y·D_y
 		gy := Coef(y)
 		b := Inv(Coef(x) ^ gy)
 		MulSlice(b, dx, dx)             // b·Qxy
@@ -219,19 +238,19 @@ func sub(b []byte, n int) []byte {
 // xorInto sets dst ^= src over len(dst).
 func xorInto(dst, src []byte) {
 	srcs := [1][]byte{dst}
-	xorBlocks(dst, srcs[:], -1, src)
+	xorBlocks(dst, srcs[:], -1, src, false)
 }
 
 // xorBlocks sets dst to the XOR of srcs (nil entries and index skip left
 // out) and extra (if non-nil). Lengths are checked by the caller.
-func xorBlocks(dst []byte, srcs [][]byte, skip int, extra []byte) {
+func xorBlocks(dst []byte, srcs [][]byte, skip int, extra []byte, stream bool) {
 	n := len(dst)
 	if n == 0 {
 		return
 	}
 	done := 0
 	if len(srcs) > 0 {
-		done = xorSIMD(dst, srcs, skip, extra)
+		done = xorSIMD(dst, srcs, skip, extra, stream)
 	}
 	if done < n {
 		xorGeneric(dst, srcs, skip, extra, done, n)
@@ -240,7 +259,7 @@ func xorBlocks(dst []byte, srcs [][]byte, skip int, extra []byte) {
 
 // genPQ computes P (if p != nil) and Q over len(q) bytes, leaving out data
 // entries skipA and skipB.
-func genPQ(p, q []byte, data [][]byte, skipA, skipB int) {
+func genPQ(p, q []byte, data [][]byte, skipA, skipB int, stream bool) {
 	n := len(q)
 	if n == 0 {
 		return
@@ -259,11 +278,14 @@ func genPQ(p, q []byte, data [][]byte, skipA, skipB int) {
 		}
 		return
 	}
-	done := genPQSIMD(p, q, data, top, skipA, skipB)
+	done := genPQSIMD(p, q, data, top, skipA, skipB, stream)
 	if done < n {
 		genPQGeneric(p, q, data, top, skipA, skipB, done, n)
 	}
 }
+
+// addrOf returns the address of b's first byte (0 for a nil slice).
+func addrOf(b []byte) uintptr { return uintptr(unsafe.Pointer(unsafe.SliceData(b))) }
 
 // ptr returns the address of b's first byte, or nil for a nil slice.
 func ptr(b []byte) *byte {

@@ -465,3 +465,40 @@ func ExampleRecover() {
 	fmt.Println(d0, d2)
 	// Output: [1 2] [5 6]
 }
+
+// TestStream: XorStream and GenPQStream give the same bytes as Xor and
+// GenPQ, on destinations aligned to 64 bytes (non-temporal stores) and
+// misaligned ones (regular stores), of every size class.
+func TestStream(t *testing.T) {
+	aligned := func(n, shift int) []byte {
+		b := make([]byte, n+128)
+		a := int(64-addrOf(b)%64) % 64
+		return b[a+shift : a+shift+n : a+shift+n]
+	}
+	kernels(t, func(t *testing.T) {
+		r := rand.New(rand.NewPCG(9, 10))
+		for _, k := range []int{1, 2, 4, 6, 10} {
+			for _, n := range sizes {
+				for _, shift := range []int{0, 32, 1} {
+					data := randBlocks(r, k, n, 0.1)
+					wp, wq := refPQ(n, data)
+					x := aligned(n, shift)
+					XorStream(x, data)
+					if !bytes.Equal(x, wp) {
+						t.Fatalf("k=%d n=%d shift=%d: XorStream differs from reference", k, n, shift)
+					}
+					p, q := aligned(n, shift), aligned(n, shift)
+					GenPQStream(p, q, data)
+					if !bytes.Equal(p, wp) || !bytes.Equal(q, wq) {
+						t.Fatalf("k=%d n=%d shift=%d: GenPQStream differs from reference", k, n, shift)
+					}
+					q2 := aligned(n, shift)
+					GenPQStream(nil, q2, data)
+					if !bytes.Equal(q2, wq) {
+						t.Fatalf("k=%d n=%d shift=%d: Q-only GenPQStream differs", k, n, shift)
+					}
+				}
+			}
+		}
+	})
+}

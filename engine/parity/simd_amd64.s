@@ -5,16 +5,19 @@
 // Source lists are Go [][]byte: 24-byte slice headers whose first word is
 // the data pointer. A nil pointer, or the index skip/skipA/skipB, means the
 // source is left out (a zero block). n is a positive multiple of the
-// kernel's block (128 bytes AVX2, 256 bytes AVX-512).
+// kernel's block (128 bytes AVX2, 256 bytes AVX-512). nt != 0 selects
+// non-temporal stores (destinations aligned to the vector size, which the
+// caller checks), followed by an SFENCE.
 
-// func xorAVX2(dst *byte, srcs *[]byte, nsrc, skip int, extra *byte, n int)
-TEXT ·xorAVX2(SB), NOSPLIT, $0-48
+// func xorAVX2(dst *byte, srcs *[]byte, nsrc, skip int, extra *byte, n, nt int)
+TEXT ·xorAVX2(SB), NOSPLIT, $0-56
 	MOVQ dst+0(FP), DI
 	MOVQ srcs+8(FP), SI
 	MOVQ nsrc+16(FP), CX
 	MOVQ skip+24(FP), R8
 	MOVQ extra+32(FP), R9
 	MOVQ n+40(FP), DX
+	MOVQ nt+48(FP), R10
 	XORQ R11, R11
 
 xloop2:
@@ -52,24 +55,41 @@ xskip2:
 	JMP  xnext2
 
 xstore2:
+	TESTQ   R10, R10
+	JNZ     xstnt2
 	VMOVDQU Y0, (DI)(R11*1)
 	VMOVDQU Y1, 32(DI)(R11*1)
 	VMOVDQU Y2, 64(DI)(R11*1)
 	VMOVDQU Y3, 96(DI)(R11*1)
+	JMP     xnext2b
+
+xstnt2:
+	VMOVNTDQ Y0, (DI)(R11*1)
+	VMOVNTDQ Y1, 32(DI)(R11*1)
+	VMOVNTDQ Y2, 64(DI)(R11*1)
+	VMOVNTDQ Y3, 96(DI)(R11*1)
+
+xnext2b:
 	ADDQ    $128, R11
 	CMPQ    R11, DX
 	JB      xloop2
+	TESTQ   R10, R10
+	JZ      xdone2
+	SFENCE
+
+xdone2:
 	VZEROUPPER
 	RET
 
-// func xorAVX512(dst *byte, srcs *[]byte, nsrc, skip int, extra *byte, n int)
-TEXT ·xorAVX512(SB), NOSPLIT, $0-48
+// func xorAVX512(dst *byte, srcs *[]byte, nsrc, skip int, extra *byte, n, nt int)
+TEXT ·xorAVX512(SB), NOSPLIT, $0-56
 	MOVQ dst+0(FP), DI
 	MOVQ srcs+8(FP), SI
 	MOVQ nsrc+16(FP), CX
 	MOVQ skip+24(FP), R8
 	MOVQ extra+32(FP), R9
 	MOVQ n+40(FP), DX
+	MOVQ nt+48(FP), R10
 	XORQ R11, R11
 
 xloop5:
@@ -107,13 +127,29 @@ xskip5:
 	JMP  xnext5
 
 xstore5:
+	TESTQ     R10, R10
+	JNZ       xstnt5
 	VMOVDQU64 Z0, (DI)(R11*1)
 	VMOVDQU64 Z1, 64(DI)(R11*1)
 	VMOVDQU64 Z2, 128(DI)(R11*1)
 	VMOVDQU64 Z3, 192(DI)(R11*1)
+	JMP       xnext5b
+
+xstnt5:
+	VMOVNTDQ Z0, (DI)(R11*1)
+	VMOVNTDQ Z1, 64(DI)(R11*1)
+	VMOVNTDQ Z2, 128(DI)(R11*1)
+	VMOVNTDQ Z3, 192(DI)(R11*1)
+
+xnext5b:
 	ADDQ      $256, R11
 	CMPQ      R11, DX
 	JB        xloop5
+	TESTQ     R10, R10
+	JZ        xdone5
+	SFENCE
+
+xdone5:
 	VZEROUPPER
 	RET
 
@@ -121,8 +157,8 @@ xstore5:
 // z = top-1 .. 0: Q = {02}·Q; P ^= D[z]; Q ^= D[z]. Multiplication by
 // {02} per byte: shift left, XOR 0x1d where the top bit was set.
 //
-// func genPQAVX2(p, q *byte, data *[]byte, top, skipA, skipB, n int)
-TEXT ·genPQAVX2(SB), NOSPLIT, $0-56
+// func genPQAVX2(p, q *byte, data *[]byte, top, skipA, skipB, n, nt int)
+TEXT ·genPQAVX2(SB), NOSPLIT, $0-64
 	MOVQ p+0(FP), AX
 	MOVQ q+8(FP), BX
 	MOVQ data+16(FP), SI
@@ -130,6 +166,7 @@ TEXT ·genPQAVX2(SB), NOSPLIT, $0-56
 	MOVQ skipA+32(FP), R8
 	MOVQ skipB+40(FP), R9
 	MOVQ n+48(FP), DX
+	MOVQ nt+56(FP), R12
 	MOVQ $0x1d1d1d1d1d1d1d1d, R10
 	MOVQ R10, X15
 	VPBROADCASTQ X15, Y15
@@ -193,6 +230,8 @@ ginner2:
 	JMP      ginner2
 
 gstore2:
+	TESTQ   R12, R12
+	JNZ     gstnt2
 	TESTQ   AX, AX
 	JZ      gstoreq2
 	VMOVDQU Y0, (AX)(R11*1)
@@ -205,17 +244,39 @@ gstoreq2:
 	VMOVDQU Y5, 32(BX)(R11*1)
 	VMOVDQU Y6, 64(BX)(R11*1)
 	VMOVDQU Y7, 96(BX)(R11*1)
+	JMP     gnext2
+
+gstnt2:
+	TESTQ    AX, AX
+	JZ       gstntq2
+	VMOVNTDQ Y0, (AX)(R11*1)
+	VMOVNTDQ Y1, 32(AX)(R11*1)
+	VMOVNTDQ Y2, 64(AX)(R11*1)
+	VMOVNTDQ Y3, 96(AX)(R11*1)
+
+gstntq2:
+	VMOVNTDQ Y4, (BX)(R11*1)
+	VMOVNTDQ Y5, 32(BX)(R11*1)
+	VMOVNTDQ Y6, 64(BX)(R11*1)
+	VMOVNTDQ Y7, 96(BX)(R11*1)
+
+gnext2:
 	ADDQ    $128, R11
 	CMPQ    R11, DX
 	JB      gloop2
+	TESTQ   R12, R12
+	JZ      gdone2
+	SFENCE
+
+gdone2:
 	VZEROUPPER
 	RET
 
 // Same over 256-byte columns; {02}·Q is one GF2P8AFFINEQB with the bit
 // matrix of multiplication by {02} modulo 0x11d.
 //
-// func genPQAVX512(p, q *byte, data *[]byte, top, skipA, skipB, n int, matrix uint64)
-TEXT ·genPQAVX512(SB), NOSPLIT, $0-64
+// func genPQAVX512(p, q *byte, data *[]byte, top, skipA, skipB, n int, matrix uint64, nt int)
+TEXT ·genPQAVX512(SB), NOSPLIT, $0-72
 	MOVQ p+0(FP), AX
 	MOVQ q+8(FP), BX
 	MOVQ data+16(FP), SI
@@ -224,6 +285,7 @@ TEXT ·genPQAVX512(SB), NOSPLIT, $0-64
 	MOVQ skipB+40(FP), R9
 	MOVQ n+48(FP), DX
 	VPBROADCASTQ matrix+56(FP), Z31
+	MOVQ nt+64(FP), R12
 	IMUL3Q $24, CX, R10
 	ADDQ SI, R10
 	XORQ R11, R11
@@ -271,6 +333,8 @@ ginner5:
 	JMP            ginner5
 
 gstore5:
+	TESTQ     R12, R12
+	JNZ       gstnt5
 	TESTQ     AX, AX
 	JZ        gstoreq5
 	VMOVDQU64 Z0, (AX)(R11*1)
@@ -283,8 +347,30 @@ gstoreq5:
 	VMOVDQU64 Z5, 64(BX)(R11*1)
 	VMOVDQU64 Z6, 128(BX)(R11*1)
 	VMOVDQU64 Z7, 192(BX)(R11*1)
+	JMP       gnext5
+
+gstnt5:
+	TESTQ    AX, AX
+	JZ       gstntq5
+	VMOVNTDQ Z0, (AX)(R11*1)
+	VMOVNTDQ Z1, 64(AX)(R11*1)
+	VMOVNTDQ Z2, 128(AX)(R11*1)
+	VMOVNTDQ Z3, 192(AX)(R11*1)
+
+gstntq5:
+	VMOVNTDQ Z4, (BX)(R11*1)
+	VMOVNTDQ Z5, 64(BX)(R11*1)
+	VMOVNTDQ Z6, 128(BX)(R11*1)
+	VMOVNTDQ Z7, 192(BX)(R11*1)
+
+gnext5:
 	ADDQ      $256, R11
 	CMPQ      R11, DX
 	JB        gloop5
+	TESTQ     R12, R12
+	JZ        gdone5
+	SFENCE
+
+gdone5:
 	VZEROUPPER
 	RET

@@ -6,6 +6,8 @@ package parity
 // over kernel choices uniformly.
 var useAVX512, useAVX2 = false, false
 
-func xorSIMD(dst []byte, srcs [][]byte, skip int, extra []byte) int { return 0 }
+func xorSIMD(dst []byte, srcs [][]byte, skip int, extra []byte, stream bool) int { return 0 }
 
-func genPQSIMD(p, q []byte, data [][]byte, top, skipA, skipB int) int { return 0 }
+func genPQSIMD(p, q []byte, data [][]byte, top, skipA, skipB int, stream bool) int {
+	return 0
+}
