@@ -1,11 +1,11 @@
-// Command benchtable runs mdtool's benchmarks and prints one table per
-// package, each figure side by side with the baseline measured in the same
-// run, followed by the issue targets with PASS/FAIL. "make bench" runs it.
+// Command benchtable runs mdtool's benchmarks and prints one table of
+// every figure, side by side with the baseline measured in the same run,
+// followed by the issue targets with PASS/FAIL. "make bench" runs it.
 //
 // Conventions it relies on: a sub-benchmark's last name element is its
 // variant; variants named "members", "klauspost-1g", "klauspost", "raid0",
-// "baseline" or "nbdkit" are baselines for the other variants of the same
-// group. Benchmarks that measure their baseline inside one run report it as
+// "baseline", "nbdkit" or "whole-page" are baselines for the other variants
+// of the same group. Benchmarks that measure their baseline inside one run report it as
 // extra metrics (e.g. raid0_MB/s, x_raid0, nbdkit-IOPS, ratio).
 package main
 
@@ -31,7 +31,7 @@ type result struct {
 	order               []string
 }
 
-var baselines = []string{"klauspost-1g", "members", "raid0", "baseline", "klauspost", "nbdkit"}
+var baselines = []string{"klauspost-1g", "members", "raid0", "baseline", "klauspost", "nbdkit", "whole-page"}
 
 func main() {
 	benchtime := flag.String("benchtime", "300ms", "go test -benchtime")
@@ -51,9 +51,7 @@ func main() {
 		}
 		all = append(all, parse(p, out.String())...)
 	}
-	for _, p := range strings.Split(*pkgs, ",") {
-		printPackage(p, all)
-	}
+	printTable(all)
 	if !printTargets(all) {
 		os.Exit(1)
 	}
@@ -90,7 +88,7 @@ func parse(pkg, out string) []result {
 
 // primary is the figure a row is compared on: throughput if there is one.
 func primary(r result) (string, float64) {
-	for _, k := range []string{"cpuMB/s", "MB/s", "iops", "iops_model", "iops_8w"} {
+	for _, k := range []string{"cpuMB/s", "MB/s", "iops", "iops_model", "iops_8w", "B/flush"} {
 		if v, ok := r.metrics[k]; ok {
 			return k, v
 		}
@@ -130,23 +128,18 @@ func fmtNum(v float64) string {
 	return strconv.FormatFloat(v, 'g', 3, 64)
 }
 
-func printPackage(pkg string, all []result) {
-	var rs []result
-	for _, r := range all {
-		if r.pkg == pkg {
-			rs = append(rs, r)
-		}
-	}
-	if len(rs) == 0 {
+// printTable prints every result in one table, package by package.
+func printTable(all []result) {
+	if len(all) == 0 {
 		return
 	}
-	fmt.Printf("\n## %s\n\n", pkg)
+	fmt.Printf("\n## benchmarks\n\n")
 	t := tablewriter.NewWriter(os.Stdout)
-	t.Header("benchmark", "variant", "figure", "value", "baseline", "value/baseline", "other metrics")
-	for _, r := range rs {
+	t.Header("package", "benchmark", "variant", "figure", "value", "baseline", "value/baseline", "other metrics")
+	for _, r := range all {
 		k, v := primary(r)
 		base, ratio := "", ""
-		if b, ok := baselineOf(r, rs); ok && !isBaseline(r.variant) {
+		if b, ok := baselineOf(r, all); ok && !isBaseline(r.variant) {
 			_, bv := primary(b)
 			base = fmtNum(bv) + " (" + b.variant + ")"
 			if bv != 0 {
@@ -163,7 +156,13 @@ func printPackage(pkg string, all []result) {
 				other = append(other, m+"="+fmtNum(r.metrics[m]))
 			}
 		}
-		_ = t.Append(strings.TrimPrefix(r.group, "Benchmark"), r.variant, k, fmtNum(v), base, ratio, strings.Join(other, " "))
+		// four metrics a line, so that rows with many stay readable
+		var lines []string
+		for i := 0; i < len(other); i += 4 {
+			lines = append(lines, strings.Join(other[i:min(i+4, len(other))], " "))
+		}
+		pkg := strings.TrimPrefix(r.pkg, "./")
+		_ = t.Append(pkg, strings.TrimPrefix(r.group, "Benchmark"), r.variant, k, fmtNum(v), base, ratio, strings.Join(lines, "\n"))
 	}
 	_ = t.Render()
 }
