@@ -4,9 +4,10 @@
 //
 // Conventions it relies on: a sub-benchmark's last name element is its
 // variant; variants named "members", "klauspost-1g", "klauspost", "raid0",
-// "baseline", "nbdkit" or "whole-page" are baselines for the other variants
-// of the same group. Benchmarks that measure their baseline inside one run report it as
-// extra metrics (e.g. raid0_MB/s, x_raid0, nbdkit-IOPS, ratio).
+// "baseline", "nbdkit", "whole-page" or "lbs512" (bitmap writes sized by
+// the logical block) are baselines for the other variants of the same
+// group. Benchmarks that measure their baseline inside one run report it
+// as extra metrics (e.g. raid0_MB/s, x_raid0, nbdkit-IOPS, ratio).
 package main
 
 import (
@@ -31,7 +32,7 @@ type result struct {
 	order               []string
 }
 
-var baselines = []string{"klauspost-1g", "members", "raid0", "baseline", "klauspost", "nbdkit", "whole-page"}
+var baselines = []string{"klauspost-1g", "members", "raid0", "baseline", "klauspost", "nbdkit", "whole-page", "lbs512"}
 
 func main() {
 	benchtime := flag.String("benchtime", "300ms", "go test -benchtime")
