@@ -277,6 +277,11 @@ func Open(devs []Device, opts Options) (*Array, error) {
 	if s, ok := a.geo.(*layout.Striped); ok {
 		a.striped = s
 	}
+	if g, ok := a.geo.(*layout.RAID10Geometry); ok && g.FarSetSize() < g.FarCopies() {
+		// raid10 setup_geo runs the buggy far-set layout (version 1)
+		// with this warning; so does the engine, with the same mapping.
+		a.opts.Logf("md/raid10: This RAID10 layout does not provide data safety - please backup and create new array")
+	}
 	a.size = int64(a.geo.ArraySectors()) * 512
 	a.block = 512
 	for _, m := range a.all {
