@@ -252,6 +252,11 @@ func runAssemble(env *Env, o *assembleOptions, args []string, homehostFlag strin
 	if !o.foreground && !daemonChild {
 		return spawnAssemble(env)
 	}
+	if daemonChild {
+		// decided once: the notifier clears the variable before the
+		// output moves to the log file
+		engineLog.hold()
+	}
 	conf, err := LoadMdadmConf(o.config)
 	if err != nil {
 		return exitf(1, "%v", err)
@@ -1437,14 +1442,22 @@ func (as *assembler) start(j assembleJob, mddev, name string, devs []*asmDev, or
 var engineLog earlyLog
 
 type earlyLog struct {
-	mu    sync.Mutex
-	lines []string
-	done  bool
+	mu      sync.Mutex
+	lines   []string
+	holding bool
+	done    bool
+}
+
+// hold makes printf keep the lines until flush (a background child).
+func (l *earlyLog) hold() {
+	l.mu.Lock()
+	l.holding = true
+	l.mu.Unlock()
 }
 
 func (l *earlyLog) printf(format string, a ...any) {
 	l.mu.Lock()
-	if !l.done && os.Getenv(daemon.ReadyFDEnv) != "" {
+	if l.holding && !l.done {
 		l.lines = append(l.lines, fmt.Sprintf(format, a...))
 		l.mu.Unlock()
 		return
