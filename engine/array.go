@@ -55,6 +55,11 @@ type Options struct {
 	Clock func() time.Time
 	// Logf receives kernel-log-like messages (member failures, repairs).
 	Logf func(format string, args ...any)
+	// MaxCorrectedReadErrors is md's max_read_errors (sysfs
+	// max_corr_read_errors): a raid10 member that needs more read-error
+	// repairs than this, counted with md's decay (halved for every hour
+	// since the previous one), fails. Default 20; negative: no limit.
+	MaxCorrectedReadErrors int
 	// NoAutoSync keeps the background goroutine from starting a resync
 	// or a recovery on its own (md_check_recovery); AddDevice, Replace,
 	// FailDevice and StartAction still start one. For tests.
@@ -94,6 +99,11 @@ type member struct {
 	// in its role (MD_FEATURE_REPLACEMENT).
 	replacement bool
 	removed     atomic.Bool // taken out by RemoveDevice
+	// readErrs and lastReadErr are md's rdev->read_errors and
+	// last_read_error (unix seconds), kept by raid10's read-error path.
+	readErrMu   sync.Mutex
+	readErrs    int
+	lastReadErr int64
 }
 
 func (m *member) State() MemberState { return MemberState(m.state.Load()) }
@@ -178,6 +188,9 @@ func Open(devs []Device, opts Options) (*Array, error) {
 	}
 	if opts.Logf == nil {
 		opts.Logf = func(string, ...any) {}
+	}
+	if opts.MaxCorrectedReadErrors == 0 {
+		opts.MaxCorrectedReadErrors = 20 // MD_DEFAULT_MAX_CORRECTED_READ_ERRORS
 	}
 	minor := -1
 	switch opts.Metadata {

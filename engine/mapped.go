@@ -123,6 +123,13 @@ func (mp *mappedPers) read(p []byte, sector uint64) error {
 		}
 		start := sector + uint64(op.tag)
 		bad := op.m
+		if a.level == layout.RAID10 && a.exceedReadErrors(bad) {
+			// failed: the range comes from the other copies
+			if err := mp.fixRead(op.bufs[0], start, bad, op.err); err != nil {
+				return err
+			}
+			continue
+		}
 		err := retryPages(op, start, func(b []byte, s uint64, err error) error {
 			return mp.fixRead(b, s, bad, err)
 		})
@@ -131,6 +138,39 @@ func (mp *mappedPers) read(p []byte, sector uint64) error {
 		}
 	}
 	return nil
+}
+
+// exceedReadErrors is the start of raid10's fix_read_error: the member's
+// read-error count decays (check_decay_read_errors: halved for every
+// hour since the previous error, cleared after 32) and counts this one;
+// past MaxCorrectedReadErrors the member fails. It reports whether m is
+// faulty (now or already).
+func (a *Array) exceedReadErrors(m *member) bool {
+	if m.State() == Faulty {
+		return true
+	}
+	max := a.opts.MaxCorrectedReadErrors
+	if max < 0 {
+		return false
+	}
+	now := a.opts.Clock().Unix()
+	m.readErrMu.Lock()
+	if hours := (now - m.lastReadErr) / 3600; hours >= 32 || hours < 0 {
+		m.readErrs = 0
+	} else {
+		m.readErrs >>= uint(hours)
+	}
+	m.lastReadErr = now
+	m.readErrs++
+	n := m.readErrs
+	m.readErrMu.Unlock()
+	if n <= max {
+		return false
+	}
+	a.opts.Logf("md/raid10: device %d: Raid device exceeded read_error threshold [cur %d:max %d]", m.index, n, max)
+	a.opts.Logf("md/raid10: device %d: Failing raid device", m.index)
+	a.failMember(m, fmt.Errorf("%d read errors corrected, more than max_read_errors %d", n-1, max))
+	return m.State() == Faulty
 }
 
 // fixRead is raid1/raid10 read-error handling (fix_read_error): read the
