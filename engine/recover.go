@@ -26,7 +26,7 @@ import (
 //
 // Superblocks follow md: a recovering member carries
 // MD_FEATURE_RECOVERY_OFFSET and recovery_offset (written every 1/16 of
-// the member and where the recovery stops), plus
+// the member or 5 minutes, and where the recovery stops), plus
 // MD_FEATURE_RECOVERY_BITMAP for a bitmap-guided re-add and
 // MD_FEATURE_REPLACEMENT for a replacement; Open resumes all three.
 

@@ -13,8 +13,8 @@ import (
 // raid4/5/6, up to 64 KiB of a chunk for raid1/10) is rebuilt under the
 // stripe or region lock, so user I/O goes on; a member's data becomes
 // readable as soon as its unit is written. recovery_offset is recorded in
-// the superblocks every 1/16 of the member (curr_resync_completed) and
-// where the recovery stops. A re-added member (saved_raid_disk) is
+// the superblocks every 1/16 of the member or 5 minutes, whichever
+// comes first (curr_resync_completed), and where the recovery stops. A re-added member (saved_raid_disk) is
 // rebuilt only where the bitmap has bits set.
 
 // bitmapChunks is what recovery needs to walk a bitmap (raid10).
@@ -43,8 +43,7 @@ func (a *Array) recover(ctx context.Context) error {
 	bm, hasBM := a.bm.(syncBitmap)
 	r10 := a.level == layout.RAID10
 	a.opts.Logf("md: recovery of %d member(s) from sector %d of %d (bitmap-guided: %v)", len(targets), start, total, guided)
-	step := total/16 + 1
-	nextCP := start + step
+	cp := a.newCPRule(start, total)
 	s := start
 	var err error
 	for s < total && err == nil {
@@ -91,15 +90,19 @@ func (a *Array) recover(ctx context.Context) error {
 				if err = a.step(ctx, p, n); err != nil {
 					break
 				}
+				if p < total && cp.due(p) {
+					// inside a span too: without a bitmap one span is
+					// the whole member
+					a.recoveryCheckpoint(targets, false)
+				}
 			}
 			if hasBM && !r10 && needed {
 				bm.EndSync(s, err != nil)
 			}
 			s = p
 		}
-		if s >= nextCP && s < total && err == nil {
+		if s < total && err == nil && cp.due(s) {
 			a.recoveryCheckpoint(targets, false)
-			nextCP = s + step
 		}
 	}
 	completed := err == nil && s >= total

@@ -211,8 +211,7 @@ func (a *Array) replace(ctx context.Context, old, sp *member, tee *teeDevice) er
 	total := a.geo.DevSectors(role)
 	from := sp.recovery.Load()
 	a.begin(ActionRecover, total, from)
-	step := total/16 + 1
-	nextCP := from + step
+	cp := a.newCPRule(from, total)
 	var err error
 	for s := from; s < total; {
 		if err = ctx.Err(); err != nil {
@@ -232,9 +231,8 @@ func (a *Array) replace(ctx context.Context, old, sp *member, tee *teeDevice) er
 		if err = a.step(ctx, s, n); err != nil {
 			break
 		}
-		if s >= nextCP && s < total {
+		if s < total && cp.due(s) {
 			a.recoveryCheckpointOf(sp)
-			nextCP = s + step
 		}
 	}
 	a.suspend()

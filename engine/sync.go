@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"time"
 
 	"mdtool/superblock"
 )
@@ -39,8 +40,9 @@ func (a *Array) syncSize() (total, unit uint64) {
 // (raid4/5/6) or the first copy is written over the others (raid1/10).
 // Each stripe or region is locked while it is synced, so user I/O goes on
 // and waits only for the stripe being synced. Progress is checkpointed in
-// the superblocks' resync_offset every 1/16 of the array (when the array
-// is clean at that moment); at the end resync_offset becomes MaxSector.
+// the superblocks' resync_offset every 1/16 of the array or 5 minutes,
+// whichever comes first (when the array is clean at that moment); at the
+// end resync_offset becomes MaxSector.
 // A cancelled resync leaves the checkpoint where it stopped.
 //
 // It runs as the array's sync action: it waits for a running one (for
@@ -80,8 +82,7 @@ func (a *Array) resync(ctx context.Context) error {
 	total, _ := a.syncSize()
 	a.begin(ActionResync, total, start)
 	bm, hasBM := a.bm.(syncBitmap)
-	step := total/16 + 1
-	nextCP := start + step
+	cp := a.newCPRule(start, total)
 	for s := start; s < total; {
 		span := total - s
 		needed := true
@@ -106,6 +107,11 @@ func (a *Array) resync(ctx context.Context) error {
 			if err = a.step(ctx, p, n); err != nil {
 				break
 			}
+			if p < total && cp.due(p) {
+				// inside a span too: without a bitmap one span is the
+				// whole array
+				a.checkpoint(p - p%a.syncAlign())
+			}
 		}
 		if hasBM && needed {
 			bm.EndSync(s, err != nil)
@@ -116,9 +122,8 @@ func (a *Array) resync(ctx context.Context) error {
 		}
 		s = end
 		a.sc.pos.Store(s)
-		if s >= nextCP && s < total {
+		if s < total && cp.due(s) {
 			a.checkpoint(s)
-			nextCP = s + step
 		}
 	}
 	if hasBM {
@@ -155,6 +160,35 @@ func (a *Array) syncUnit(s, max uint64) (uint64, error) {
 	a.sc.mismatches.Add(mm)
 	a.sc.written.Add(w)
 	return n, err
+}
+
+// syncUpdateFrequency is md's UPDATE_FREQUENCY: md_do_sync records its
+// progress at least this often, besides every 1/16 of the range.
+const syncUpdateFrequency = 5 * time.Minute
+
+// cpRule says when md_do_sync records progress (curr_resync_completed):
+// after every 1/16 of the range, and once UPDATE_FREQUENCY has passed
+// since the last record.
+type cpRule struct {
+	step, next uint64
+	last       time.Time
+	clock      func() time.Time
+}
+
+func (a *Array) newCPRule(start, total uint64) cpRule {
+	step := total/16 + 1
+	return cpRule{step: step, next: start + step, last: a.opts.Clock(), clock: a.opts.Clock}
+}
+
+// due reports whether progress at s is to be recorded now, and if so
+// starts the next period.
+func (r *cpRule) due(s uint64) bool {
+	now := r.clock()
+	if s < r.next && now.Sub(r.last) < syncUpdateFrequency {
+		return false
+	}
+	r.next, r.last = s+r.step, now
+	return true
 }
 
 // checkpoint records resync progress (curr_resync_completed) in the
