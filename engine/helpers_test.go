@@ -54,6 +54,13 @@ func (s spec) devSize(i int) int64 {
 // --assume-clean would) on memory devices.
 func create(t testing.TB, s spec) []*MemDevice {
 	t.Helper()
+	return createChunk(t, s, 0)
+}
+
+// createChunk is create with an explicit bitmap chunk (bytes; 0: mdadm's
+// default).
+func createChunk(t testing.TB, s spec, bmChunk uint64) []*MemDevice {
+	t.Helper()
 	var devs []plan.Device
 	mems := make([]*MemDevice, s.n)
 	for i := range mems {
@@ -69,7 +76,7 @@ func create(t testing.TB, s spec) []*MemDevice {
 	}
 	r, err := plan.Plan(plan.Options{
 		MDDevice: "/dev/md0", Metadata: s.metadata, Level: s.level, Layout: s.layout,
-		RaidDevices: s.n, ChunkKiB: s.chunkKiB, Bitmap: bm, Homehost: "any", AssumeClean: true, Force: true,
+		RaidDevices: s.n, ChunkKiB: s.chunkKiB, Bitmap: bm, BitmapChunk: bmChunk, Homehost: "any", AssumeClean: true, Force: true,
 		Now: time.Unix(1700000000, 0), Rand: rand.NewChaCha8([32]byte{1, 2, 3}), Devices: devs,
 	})
 	if err != nil {

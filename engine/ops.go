@@ -24,13 +24,7 @@ type memOp struct {
 	one   [1][]byte // backing for single-buffer ops
 	err   error
 	// tag lets the caller find what the op was for.
-	tag int
-	// late marks the buffers (bit i: bufs[i]) that are not ready when
-	// the op starts: they are written once gate can be read-locked (see
-	// runGated); the others at once.
-	late uint64
-	gate *sync.RWMutex
-
+	tag  int
 	a    *Array
 	done *sync.WaitGroup
 }
@@ -106,22 +100,6 @@ func (a *Array) run(ops []memOp) {
 }
 
 type fanout struct{ wg sync.WaitGroup }
-
-// runGated runs every op on a worker and fill on the calling goroutine
-// meanwhile; an op writes its late buffers once fill has returned.
-func (a *Array) runGated(ops []memOp, gate *sync.RWMutex, fill func()) {
-	gate.Lock()
-	fo := fanoutPool.Get().(*fanout)
-	fo.wg.Add(len(ops))
-	for i := range ops {
-		ops[i].a, ops[i].done, ops[i].gate = a, &fo.wg, gate
-		executors[uint64(ops[i].off>>16+int64(i))%execShards].submit(&ops[i])
-	}
-	fill()
-	gate.Unlock()
-	fo.wg.Wait()
-	fanoutPool.Put(fo)
-}
 
 // parallel says whether ops are worth fanning out to workers: there are
 // several, and they are not all small requests on memory devices.
@@ -225,35 +203,21 @@ func (a *Array) exec(op *memOp) {
 			return
 		}
 	}
-	// Pass 0 does the buffers that are ready, pass 1 the late ones.
-	for pass := 0; pass < 2; pass++ {
-		if pass == 1 {
-			if op.late == 0 {
-				break
-			}
-			op.gate.RLock()
-			op.gate.RUnlock() //nolint:staticcheck // a barrier: wait until the gate opens
+	off := op.off
+	for _, b := range op.bufs {
+		var err error
+		if op.write {
+			_, err = d.WriteAt(b, off)
+			a.stats.memberWrites.add(uint64(off>>16), 1)
+		} else {
+			_, err = d.ReadAt(b, off)
+			a.stats.memberReads.add(uint64(off>>16), 1)
 		}
-		off := op.off
-		for i, b := range op.bufs {
-			if late := i < 64 && op.late>>i&1 != 0; late != (pass == 1) {
-				off += int64(len(b))
-				continue
-			}
-			var err error
-			if op.write {
-				_, err = d.WriteAt(b, off)
-				a.stats.memberWrites.add(uint64(off>>16), 1)
-			} else {
-				_, err = d.ReadAt(b, off)
-				a.stats.memberReads.add(uint64(off>>16), 1)
-			}
-			if err != nil {
-				op.err = err
-				return
-			}
-			off += int64(len(b))
+		if err != nil {
+			op.err = err
+			return
 		}
+		off += int64(len(b))
 	}
 	if op.write && op.fua {
 		op.err = d.Flush()

@@ -5,48 +5,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"mdtool/engine/plan"
 	"mdtool/engine/wib"
 	"mdtool/superblock"
 )
-
-// createChunk is create with an explicit bitmap chunk (bytes).
-func createChunk(t testing.TB, s spec, bmChunk uint64) []*MemDevice {
-	t.Helper()
-	var devs []plan.Device
-	mems := make([]*MemDevice, s.n)
-	for i := range mems {
-		mems[i] = NewMemDevice(s.devSize(i))
-		devs = append(devs, plan.Device{Path: fmt.Sprintf("/dev/test%d", i), Sectors: uint64(s.devSize(i)) >> 9})
-	}
-	bm := "none"
-	if s.bitmap {
-		bm = "internal"
-	}
-	r, err := plan.Plan(plan.Options{
-		MDDevice: "/dev/md0", Metadata: s.metadata, Level: s.level, Layout: s.layout,
-		RaidDevices: s.n, ChunkKiB: s.chunkKiB, Bitmap: bm, BitmapChunk: bmChunk, Homehost: "any", AssumeClean: true, Force: true,
-		Now: time.Unix(1700000000, 0), Rand: rand.NewChaCha8([32]byte{1, 2, 3}), Devices: devs,
-	})
-	if err != nil {
-		t.Fatalf("plan %v: %v", s, err)
-	}
-	for _, m := range r.Members {
-		for _, w := range m.Writes {
-			if _, err := mems[m.Device].WriteAt(w.Data, w.Offset); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	return mems
-}
 
 func recoverOptions() Options {
 	o := testOptions()

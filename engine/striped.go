@@ -43,10 +43,8 @@ type stripeWork struct {
 	ol    *opList
 	pb    []byte
 	qb    []byte
-	segs  [][]byte     // full-stripe writes per member: segs[role*K+i]
-	late  []uint64     // full-stripe writes per member: the parity chunks of role's op
-	gate  sync.RWMutex // full-stripe writes per member: write-locked while parity is computed
-	ipErr []memOp      // full-stripe writes in place: failed parity writes
+	segs  [][]byte // full-stripe writes in place: segs[role*K+i], nil for parity
+	ipErr []memOp  // full-stripe writes in place: failed parity writes
 }
 
 var workPool sync.Pool
@@ -446,11 +444,7 @@ func (sp *stripedPers) writeFull(p []byte, sector uint64, K int, fua bool, zeroe
 					sp.computeParity(w)
 				}
 			}
-			if sp.memoryMembers() && K <= 64 {
-				degraded = sp.fullOpsPerMember(w, p, pAll, qAll, s0, K, fill) || degraded
-			} else {
-				degraded = sp.fullOpsPerChunk(w, p, pAll, qAll, s0, K, fill) || degraded
-			}
+			degraded = sp.fullOpsPerChunk(w, p, pAll, qAll, s0, K, fill) || degraded
 		}
 		for pass := 0; pass < 2; pass++ {
 			for i := range w.ol.ops {
@@ -529,62 +523,6 @@ func (sp *stripedPers) fullOpsPerChunk(w *stripeWork, p, pAll, qAll []byte, s0 u
 		}
 	}
 	a.runWhile(w.ol.ops, ready, fill)
-	return degraded
-}
-
-// fullOpsPerMember runs a full-stripe write on memory members as one op
-// per member (its K chunks in a row; fewer hand-offs to workers, which
-// is what costs at memory speed): each op writes its data chunks at once
-// and its parity chunks once fill has computed them (K <= 64).
-func (sp *stripedPers) fullOpsPerMember(w *stripeWork, p, pAll, qAll []byte, s0 uint64, K int, fill func()) (degraded bool) {
-	a, g, c := sp.a, sp.g, sp.chunk()
-	n := g.RaidDisks()
-	cb := int(c) << 9
-	stripeBytes := int(g.StripeSectors() << 9)
-	ms, mlen := s0*c, uint64(K)*c
-	if cap(w.segs) < n*K {
-		w.segs = make([][]byte, n*K)
-	}
-	w.segs = w.segs[:n*K]
-	if cap(w.late) < n {
-		w.late = make([]uint64, n)
-	}
-	late := w.late[:n]
-	clear(late)
-	for i := 0; i < K; i++ {
-		g.Row(s0+uint64(i), &w.row)
-		base := i * stripeBytes
-		for d, role := range w.row.Data {
-			w.segs[role*K+i] = p[base+d*cb : base+(d+1)*cb]
-		}
-		w.segs[w.row.P*K+i] = pAll[i*cb : (i+1)*cb]
-		late[w.row.P] |= 1 << i
-		if sp.r6 {
-			w.segs[w.row.Q*K+i] = qAll[i*cb : (i+1)*cb]
-			late[w.row.Q] |= 1 << i
-		}
-	}
-	for role := 0; role < n; role++ {
-		m := a.roles[role]
-		if !m.writable() {
-			degraded = true
-			continue
-		}
-		if m.State() != InSync && !m.readable(ms, mlen) {
-			degraded = true
-		}
-		w.ol.ops = append(w.ol.ops, memOp{m: m, write: true, off: m.dataOff + int64(ms)<<9,
-			bufs: w.segs[role*K : (role+1)*K], tag: role, late: late[role]})
-	}
-	if !a.parallel(w.ol.ops) {
-		fill()
-		for i := range w.ol.ops {
-			w.ol.ops[i].late = 0
-		}
-		a.run(w.ol.ops)
-		return degraded
-	}
-	a.runGated(w.ol.ops, &w.gate, fill)
 	return degraded
 }
 
@@ -716,16 +654,6 @@ func (sp *stripedPers) parityInPlace(w *stripeWork, cb int) {
 	if sp.r6 {
 		done(qm, qip, qoff, qd, w.qb)
 	}
-}
-
-// memoryMembers reports whether every present member works at memory speed.
-func (sp *stripedPers) memoryMembers() bool {
-	for _, m := range sp.a.roles {
-		if m != nil && !m.memory {
-			return false
-		}
-	}
-	return true
 }
 
 // Partial-stripe plans.
