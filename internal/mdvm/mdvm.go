@@ -1,7 +1,9 @@
 // Package mdvm runs shell commands against the real Linux md driver and
-// mdadm 4.2 inside a throw-away qemu VM, through the shared mdvm tool
-// (../shared/tools/mdvm from the repository root). Tests use it as the
-// compatibility oracle.
+// mdadm 4.2 inside a throw-away qemu VM (Debian's kernel, TCG, a busybox +
+// mdadm initramfs built and cached here). Tests use it as the
+// compatibility oracle; cmd/mdvm is the same driver as a command. An
+// external mdvm tool can still be used instead by naming it in
+// $MDTOOL_MDVM.
 package mdvm
 
 import (
@@ -9,6 +11,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -41,6 +44,21 @@ type Run struct {
 	Timeout time.Duration // default 300s
 	Mem     int           // MiB, default 1024
 	Bins    []string      // extra host binaries to copy into the guest
+
+	// The fields below are for the in-repo driver only (an external
+	// $MDTOOL_MDVM tool ignores them).
+	Kernel      string        // kernel version or prefix ("6.12"); default $MDVM_KERNEL, else the newest 6.1.x
+	Modules     []string      // extra kernel modules to load; default $MDVM_EXTRA_MODULES
+	Hostname    string        // guest hostname, default "mdvm" (mdadm's homehost)
+	Trace       bool          // run the script with sh -x
+	SMP         int           // vCPUs, default 2
+	KLog        string        // file to save the guest kernel log in
+	Rebuild     bool          // rebuild the cached initramfs
+	BootTimeout time.Duration // per boot, default $MDVM_BOOT_TIMEOUT or 90s
+	BootTries   int           // boots in all, default $MDVM_BOOT_TRIES or 3
+	Progress    io.Writer     // progress messages, optional
+
+	bootTimeouts []time.Duration // tests: boot timeout of the first tries
 }
 
 // Result is what the guest printed and its exit status.
@@ -49,38 +67,17 @@ type Result struct {
 	Code   int
 }
 
-// Tool returns the path of the mdvm tool: $MDTOOL_MDVM, else
-// ../shared/tools/mdvm above the repository root.
+// Tool returns the external mdvm tool named by $MDTOOL_MDVM, or "" when
+// the in-repo driver runs the VMs (the default).
 func Tool() (string, error) {
-	if p := os.Getenv("MDTOOL_MDVM"); p != "" {
-		return p, nil
+	p := os.Getenv("MDTOOL_MDVM")
+	if p == "" {
+		return "", nil
 	}
-	root, err := repoRoot()
-	if err != nil {
-		return "", err
-	}
-	p := filepath.Join(root, "..", "shared", "tools", "mdvm")
 	if _, err := os.Stat(p); err != nil {
-		return "", fmt.Errorf("mdvm tool not found at %s", p)
+		return "", fmt.Errorf("MDTOOL_MDVM: %w", err)
 	}
 	return p, nil
-}
-
-func repoRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", errors.New("go.mod not found above the working directory")
-		}
-		dir = parent
-	}
 }
 
 var (
@@ -88,8 +85,8 @@ var (
 	availErr  error
 )
 
-// Available reports whether VM runs can work here: the tool, qemu, and a
-// kernel in /boot.
+// Available reports whether VM runs can work here: qemu and a kernel in
+// /boot (and the external tool when $MDTOOL_MDVM names one).
 func Available() error {
 	availOnce.Do(func() {
 		if _, err := Tool(); err != nil {
@@ -100,8 +97,8 @@ func Available() error {
 			availErr = errors.New("qemu-system-x86_64 not installed")
 			return
 		}
-		if m, _ := filepath.Glob("/boot/vmlinuz-*"); len(m) == 0 {
-			availErr = errors.New("no kernel in /boot (apt-get install linux-image-amd64)")
+		if _, err := pickKernel(""); err != nil {
+			availErr = err
 		}
 	})
 	return availErr
@@ -129,12 +126,18 @@ func Require(t testing.TB) {
 // cores and each VM wants both.
 var vmLock sync.Mutex
 
-// Exec runs the VM. A non-zero guest exit status is not an error; a VM that
+// Exec runs the VM, with the in-repo driver unless $MDTOOL_MDVM names an
+// external tool. A non-zero guest exit status is not an error; a VM that
 // fails to report one (timeout, panic) is.
 func (r Run) Exec(ctx context.Context) (Result, error) {
 	tool, err := Tool()
 	if err != nil {
 		return Result{}, err
+	}
+	if tool == "" {
+		vmLock.Lock()
+		defer vmLock.Unlock()
+		return r.execBuiltin(ctx)
 	}
 	timeout := r.Timeout
 	if timeout == 0 {
