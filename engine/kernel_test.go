@@ -287,8 +287,13 @@ func TestKernelInterop(t *testing.T) {
 			m := &model{b: append([]byte(nil), exp...)}
 			workload(t, a, m, uint64(i), 40)
 			if s.crash {
-				// never closed: reopen dirty, resync, close
-				a, err = Open(members(i), DefaultOptions())
+				// never closed: reopen dirty, resync, close. Without
+				// NoAutoSync the open starts the resync itself, and
+				// on a loaded machine it can be over before
+				// NeedsResync looks.
+				ro := DefaultOptions()
+				ro.NoAutoSync = true
+				a, err = Open(members(i), ro)
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -149,6 +149,8 @@ sleep 4
 echo "SYNC 2 $(cat /sys/block/md2/md/sync_action)"
 echo "DONE 2 $(cat /sys/block/md2/md/sync_completed | tr -d ' ')"
 dd if=/dev/md2 of=/tmp/blk bs=4k count=1 skip=100 iflag=direct 2>/dev/null
+# hold md2 dirty (active) until the crash, however slow the guest is
+echo 3600 > /sys/block/md2/md/safe_mode_delay || echo ERR safe_mode_delay
 dd if=/tmp/blk of=/dev/md2 bs=4k count=1 seek=100 oflag=direct 2>/dev/null
 mdvm-crash 0
 `

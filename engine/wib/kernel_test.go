@@ -305,8 +305,8 @@ mdadm --assemble /dev/md1 /dev/vdc /dev/vdd
 # a slow (TCG, loaded host) guest must not get to clear bits or mark the
 # array clean before the crash
 for m in md0 md1; do
-	echo 60 > /sys/block/$m/md/bitmap/time_base
-	echo 60 > /sys/block/$m/md/safe_mode_delay
+	echo 3600 > /sys/block/$m/md/bitmap/time_base
+	echo 3600 > /sys/block/$m/md/safe_mode_delay
 done
 `)
 	kernelSet := [][]uint64{{7, 30000, 36000, 65279}, {2, plans[1].chunks / 4, plans[1].chunks - 2}}
