@@ -4,7 +4,7 @@
 GO      ?= go
 BIN     ?= ./mdtool
 PKGS    := ./...
-DEBS    := qemu-system-x86 mdadm busybox-static cpio linux-image-amd64 fio nbdkit \
+DEBS    := qemu-system-x86 mdadm busybox-static cpio linux-image-amd64 xz-utils fio nbdkit \
            libnbd-bin fuse3 e2fsprogs dosfstools util-linux kmod
 DEMO    ?= /tmp/mdtool-demo
 
@@ -25,7 +25,8 @@ deps:
 	fi
 
 # The full suite, including the kernel-oracle tests that boot Linux 6.1 in
-# qemu (../shared/tools/mdvm) and fail when that oracle is unavailable in CI.
+# qemu (internal/mdvm, the repository's own VM driver) and fail when that
+# oracle is unavailable in CI.
 test: deps check
 	$(GO) test -count=1 -timeout 80m $(PKGS)
 

@@ -1,6 +1,6 @@
 #!/bin/sh
 # Regenerate testdata/fixtures from the real Linux 6.1 md driver and mdadm 4.2
-# in the mdvm VM (../shared/tools/mdvm above the repository, or $MDTOOL_MDVM).
+# in the mdvm VM (the in-repo driver internal/mdvm, or the tool named by $MDTOOL_MDVM).
 # Needs the host tools mdvm needs (qemu-system-x86, linux-image-amd64, ...)
 # plus the host mdadm (for host-examine-*.txt and the trimming check).
 #
