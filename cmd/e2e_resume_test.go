@@ -72,6 +72,10 @@ mdadm /dev/md1 --add /dev/vdf
 sleep 5
 echo "SYNC rs $(cat /sys/block/md0/md/sync_action) $(cat /sys/block/md0/md/sync_completed)"
 echo "SYNC rc $(cat /sys/block/md1/md/sync_action) $(cat /sys/block/md1/md/sync_completed)"
+# md0 records its resync checkpoint in resync_offset only while clean:
+# make sure the safe-mode timer has run however slow the guest is
+n=0; while [ "$(cat /sys/block/md0/md/array_state)" != clean ] && [ $n -lt 600 ]; do sleep 0.1; n=$((n+1)); done
+echo "STATE rs $(cat /sys/block/md0/md/array_state)"
 mdvm-crash 0
 `
 	out := string(mdvm.MustExec(t, mdvm.Run{Disks: disks, Script: script, Timeout: 300 * time.Second}))
@@ -80,7 +84,7 @@ mdvm-crash 0
 	for _, m := range regexp.MustCompile(`(?m)^MD5 (\S+) ([0-9a-f]{32})$`).FindAllStringSubmatch(out, -1) {
 		kmd5[m[1]] = m[2]
 	}
-	if kmd5["rs"] == "" || kmd5["rc"] == "" || !strings.Contains(out, "SYNC rs resync ") || !strings.Contains(out, "SYNC rc recover ") {
+	if kmd5["rs"] == "" || kmd5["rc"] == "" || !strings.Contains(out, "SYNC rs resync ") || !strings.Contains(out, "SYNC rc recover ") || !strings.Contains(out, "STATE rs clean\n") {
 		t.Fatalf("the kernel was not resyncing and recovering before the crash:\n%s", out)
 	}
 
