@@ -14,7 +14,6 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
-	"golang.org/x/sys/unix"
 
 	"mdtool/engine"
 	"mdtool/engine/daemon"
@@ -519,6 +518,9 @@ func probeCandidate(path string) (*asmDev, string) {
 	if err != nil {
 		var oe *openError
 		if errors.As(err, &oe) {
+			if errors.Is(oe.err, ioctl.ErrNotMember) {
+				return nil, oe.Error()
+			}
 			return nil, fmt.Sprintf("cannot open device %s: %s", path, strerror(oe.err))
 		}
 		return nil, fmt.Sprintf("cannot open device %s: %v", path, err)
@@ -666,25 +668,14 @@ func matchOneOf(patterns, dev string) bool {
 }
 
 // isBusy reports whether a device is in use: a block device that cannot
-// be opened O_EXCL, or an image file another mdtool daemon has locked.
+// be opened O_EXCL, or an image file another mdtool command or daemon has
+// locked (ioctl.OpenMember's exclusive mode, released at once).
 func isBusy(d *asmDev) bool {
-	if d.block {
-		f, err := ioctl.OpenExclusive(d.path, false)
-		if err != nil {
-			return true
-		}
-		f.Close()
-		return false
-	}
-	f, err := os.Open(d.path)
+	f, err := ioctl.OpenMember(d.path, ioctl.OpenOptions{Exclusive: true})
 	if err != nil {
 		return true
 	}
-	defer f.Close()
-	if err := unix.Flock(int(f.Fd()), unix.LOCK_SH|unix.LOCK_NB); err != nil {
-		return true
-	}
-	unix.Flock(int(f.Fd()), unix.LOCK_UN)
+	f.Close()
 	return false
 }
 
@@ -1307,12 +1298,6 @@ func (as *assembler) start(j assembleJob, mddev, name string, devs []*asmDev, or
 		fd, err := engine.OpenFile(d.path, engine.FileOptions{ReadOnly: as.o.readonly, Exclusive: true})
 		if err != nil {
 			return fail("failed to add %s to %s: %s\n", d.path, mddev, openReason(err))
-		}
-		if !d.block {
-			if err := unix.Flock(int(fd.File().Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
-				fd.Close()
-				return fail("failed to add %s to %s: Device or resource busy\n", d.path, mddev)
-			}
 		}
 		ed, err := wrapFaults(d.path, fd)
 		if err != nil {
