@@ -679,6 +679,24 @@ func isBusy(d *asmDev) bool {
 	return false
 }
 
+// leftOutDuplicate says why d is not used: kept, with the same event
+// count, already fills d's slot. It is the same file or device given
+// twice (a symlink, a hard link), or a copy of kept's superblock (a byte
+// copy of a member, overlapping partitions). mdadm 4.2 keeps the first
+// silently for v1.x.
+func (as *assembler) leftOutDuplicate(d, kept *asmDev, slot int) {
+	if as.verbose < 0 {
+		return
+	}
+	a, err1 := os.Stat(d.path)
+	b, err2 := os.Stat(kept.path)
+	if err1 == nil && err2 == nil && os.SameFile(a, b) {
+		as.errf("%s is the same device as %s - skipping\n", d.path, kept.path)
+		return
+	}
+	as.errf("%s has the same superblock as %s (slot %d, same events) - skipping; if they are really different, zero the superblock on one\n", d.path, kept.path, slot)
+}
+
 // selectDevices is select_devices: it returns the devices that form one
 // array (used == 1), or rc != 0: 1 when the assembly must abort, 2 when
 // nothing usable was found.
@@ -989,6 +1007,8 @@ func (as *assembler) loadAndStart(j assembleJob, mddev, name string, devs []*asm
 		}
 		if b, ok := best[i]; !ok || devs[b].events < d.events {
 			best[i] = k
+		} else if devs[b].events == d.events {
+			as.leftOutDuplicate(d, devs[b], i/2)
 		}
 	}
 	if mostRecent < 0 {

@@ -266,21 +266,31 @@ func TestNonMemberPaths(t *testing.T) {
 	}
 	checkUnchanged(t, "same file twice", before)
 
-	// assemble: the bad paths and the duplicates are left out, the array
-	// starts from its members.
+	// assemble: a bad path on the command line aborts the assembly, as a
+	// device without a superblock does with mdadm; nothing is started.
+	for _, p := range bad {
+		code, _, errs := r.run("-A", "/dev/md/np", devs[0], p, devs[1])
+		if code != 1 || errs != "mdtool: "+p+" is not a block device or regular file.\nmdtool: "+p+" has no superblock - assembly aborted\n" {
+			t.Errorf("assemble with %s: exit %d: %q", p, code, errs)
+		}
+		if _, err := queryStatus(r.runDir, "np"); err == nil {
+			t.Fatalf("assemble with %s started the array", p)
+		}
+	}
+	checkUnchanged(t, "assemble refused", before)
+	// The same member twice (symlink) and a byte copy of a member: the
+	// array starts from two distinct members.
 	copyPath := filepath.Join(dir, "np-copy.img")
 	run(t, "cp", "--sparse=always", devs[1], copyPath)
 	devLink := filepath.Join(dir, "np-d0-link")
 	os.Symlink(devs[0], devLink)
-	args := []string{"-A", "/dev/md/np", devs[0], fifo, sub, null, devLink, devs[1], copyPath}
-	code, _, errs := r.run(args...)
+	code, _, errs := r.run("-A", "/dev/md/np", devs[0], devLink, devs[1], copyPath)
 	if code != 0 || !strings.Contains(errs, "has been started with 2 drives") {
-		t.Errorf("assemble with bad paths: exit %d: %s", code, errs)
+		t.Errorf("assemble with duplicates: exit %d: %s", code, errs)
 	}
-	for _, p := range []string{fifo, sub, null} {
-		if !strings.Contains(errs, p+" is not a block device or regular file.") {
-			t.Errorf("assemble did not say why %s was left out:\n%s", p, errs)
-		}
+	if !strings.Contains(errs, "mdtool: "+devLink+" is the same device as "+devs[0]+" - skipping\n") ||
+		!strings.Contains(errs, "mdtool: "+copyPath+" has the same superblock as "+devs[1]+" (slot 1, same events) - skipping") {
+		t.Errorf("assemble did not say why the duplicates were left out:\n%s", errs)
 	}
 	if code, out, _ := r.run("detail", "/dev/md/np"); code != 0 || strings.Count(out, "active sync") != 2 {
 		t.Errorf("detail:\n%s", out)
