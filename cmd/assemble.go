@@ -55,7 +55,8 @@ default background mode a child process that outlives the command) until
          on TCP with --nbd-listen HOST:PORT (TLS with --tls-cert/--tls-key,
          client certificates with --tls-ca)
   FUSE   with --fuse DIR: DIR becomes a mount holding one file, NAME, the
-         array's contents (attach it with losetup)
+         array's contents (attach it with losetup); a dead mount left
+         there by a daemon killed with SIGKILL is detached first
   HTTP   Prometheus metrics at http://ADDR/metrics with --metrics ADDR
 
 NAME is the md device without /dev/md/ (or /dev/): /dev/md/data is "data",

@@ -138,6 +138,14 @@ func TestServedMembersRefused(t *testing.T) {
 			t.Errorf("%v: exit %d: %q", args, code, errs)
 		}
 	}
+	// A FIFO given to --add: refused by the daemon, which does not block.
+	fifo := filepath.Join(dir, "sv-fifo")
+	if err := unix.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, errs := r.run("/dev/md/ot", "--add", fifo); code == 0 || errs != "mdtool: Cannot open "+fifo+": Not a block device or regular file\n" {
+		t.Errorf("--add of a FIFO: exit %d: %q", code, errs)
+	}
 	// Readers take no lock.
 	if code, out, errs := r.run("examine", devs[0]); code != 0 || !strings.Contains(out, "Raid Level : raid5") {
 		t.Errorf("examine of a served member: exit %d: %s%s", code, out, errs)
