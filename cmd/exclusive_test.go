@@ -378,20 +378,32 @@ func TestStaleFUSEMount(t *testing.T) {
 	}
 	syscall.Kill(st.PID, syscall.SIGKILL)
 	waitGone(t, st.PID)
-	// statfs always asks the FUSE server (stat may answer from the
-	// attribute cache for a second).
+	// statfs always asks the FUSE server: the mount is dead at once.
 	var sfs unix.Statfs_t
 	if err := unix.Statfs(fuseDir, &sfs); !errors.Is(err, syscall.ENOTCONN) && !errors.Is(err, syscall.ECONNABORTED) {
 		t.Fatalf("after SIGKILL: statfs %s: %v, want ENOTCONN or ECONNABORTED (a dead FUSE mount)", fuseDir, err)
 	}
-	r.serveBin("/dev/md/fz", append([]string{"--fuse", fuseDir}, devs...)...)
+	pid := r.serveBin("/dev/md/fz", append([]string{"--fuse", fuseDir}, devs...)...)
 	b := make([]byte, 4096)
 	f, err := os.Open(filepath.Join(fuseDir, "fz"))
 	if err != nil {
 		t.Fatalf("FUSE file after re-assemble: %v", err)
 	}
-	defer f.Close()
 	if n, err := f.ReadAt(b, 0); n != len(b) || err != nil {
 		t.Errorf("read the FUSE file: %d, %v", n, err)
+	}
+	f.Close()
+	// The dead mount was detached, not buried under the new one: once the
+	// array stops, nothing is mounted on the directory any more.
+	if code, _, errs := r.run("stop", "/dev/md/fz"); code != 0 {
+		t.Fatalf("stop: exit %d: %s", code, errs)
+	}
+	waitGone(t, pid)
+	if err := unix.Statfs(fuseDir, &sfs); err != nil {
+		t.Errorf("after stop: statfs %s: %v (a dead mount left under the new one?)", fuseDir, err)
+	}
+	mi, _ := os.ReadFile("/proc/self/mountinfo")
+	if strings.Contains(string(mi), " "+fuseDir+" ") {
+		t.Errorf("%s still a mount point after stop:\n%s", fuseDir, mi)
 	}
 }
