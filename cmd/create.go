@@ -8,9 +8,8 @@ import (
 	"sort"
 	"strings"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/spf13/cobra"
+	"golang.org/x/sys/unix"
 
 	"mdtool/engine/daemon"
 	"mdtool/engine/member"
