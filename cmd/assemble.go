@@ -14,7 +14,6 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
-	"golang.org/x/sys/unix"
 
 	"mdtool/engine"
 	"mdtool/engine/daemon"
@@ -56,7 +55,8 @@ default background mode a child process that outlives the command) until
          on TCP with --nbd-listen HOST:PORT (TLS with --tls-cert/--tls-key,
          client certificates with --tls-ca)
   FUSE   with --fuse DIR: DIR becomes a mount holding one file, NAME, the
-         array's contents (attach it with losetup)
+         array's contents (attach it with losetup); a dead mount left
+         there by a daemon killed with SIGKILL is detached first
   HTTP   Prometheus metrics at http://ADDR/metrics with --metrics ADDR
 
 NAME is the md device without /dev/md/ (or /dev/): /dev/md/data is "data",
@@ -519,6 +519,9 @@ func probeCandidate(path string) (*asmDev, string) {
 	if err != nil {
 		var oe *openError
 		if errors.As(err, &oe) {
+			if errors.Is(oe.err, ioctl.ErrNotMember) {
+				return nil, oe.Error()
+			}
 			return nil, fmt.Sprintf("cannot open device %s: %s", path, strerror(oe.err))
 		}
 		return nil, fmt.Sprintf("cannot open device %s: %v", path, err)
@@ -666,26 +669,33 @@ func matchOneOf(patterns, dev string) bool {
 }
 
 // isBusy reports whether a device is in use: a block device that cannot
-// be opened O_EXCL, or an image file another mdtool daemon has locked.
+// be opened O_EXCL, or an image file another mdtool command or daemon has
+// locked (ioctl.OpenMember's exclusive mode, released at once).
 func isBusy(d *asmDev) bool {
-	if d.block {
-		f, err := ioctl.OpenExclusive(d.path, false)
-		if err != nil {
-			return true
-		}
-		f.Close()
-		return false
-	}
-	f, err := os.Open(d.path)
+	f, err := ioctl.OpenMember(d.path, ioctl.OpenOptions{Exclusive: true})
 	if err != nil {
 		return true
 	}
-	defer f.Close()
-	if err := unix.Flock(int(f.Fd()), unix.LOCK_SH|unix.LOCK_NB); err != nil {
-		return true
-	}
-	unix.Flock(int(f.Fd()), unix.LOCK_UN)
+	f.Close()
 	return false
+}
+
+// leftOutDuplicate says why d is not used: kept, with the same event
+// count, already fills d's slot. It is the same file or device given
+// twice (a symlink, a hard link), or a copy of kept's superblock (a byte
+// copy of a member, overlapping partitions). mdadm 4.2 keeps the first
+// silently for v1.x.
+func (as *assembler) leftOutDuplicate(d, kept *asmDev, slot int) {
+	if as.verbose < 0 {
+		return
+	}
+	a, err1 := os.Stat(d.path)
+	b, err2 := os.Stat(kept.path)
+	if err1 == nil && err2 == nil && os.SameFile(a, b) {
+		as.errf("%s is the same device as %s - skipping\n", d.path, kept.path)
+		return
+	}
+	as.errf("%s has the same superblock as %s (slot %d, same events) - skipping; if they are really different, zero the superblock on one\n", d.path, kept.path, slot)
 }
 
 // selectDevices is select_devices: it returns the devices that form one
@@ -998,6 +1008,8 @@ func (as *assembler) loadAndStart(j assembleJob, mddev, name string, devs []*asm
 		}
 		if b, ok := best[i]; !ok || devs[b].events < d.events {
 			best[i] = k
+		} else if devs[b].events == d.events {
+			as.leftOutDuplicate(d, devs[b], i/2)
 		}
 	}
 	if mostRecent < 0 {
@@ -1307,12 +1319,6 @@ func (as *assembler) start(j assembleJob, mddev, name string, devs []*asmDev, or
 		fd, err := engine.OpenFile(d.path, engine.FileOptions{ReadOnly: as.o.readonly, Exclusive: true})
 		if err != nil {
 			return fail("failed to add %s to %s: %s\n", d.path, mddev, openReason(err))
-		}
-		if !d.block {
-			if err := unix.Flock(int(fd.File().Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
-				fd.Close()
-				return fail("failed to add %s to %s: Device or resource busy\n", d.path, mddev)
-			}
 		}
 		ed, err := wrapFaults(d.path, fd)
 		if err != nil {

@@ -4,12 +4,14 @@ import (
 	"bufio"
 	"errors"
 	"fmt"
-	"mdtool/engine/daemon"
 	"os"
+	"sort"
 	"strings"
 
 	"github.com/spf13/cobra"
+	"golang.org/x/sys/unix"
 
+	"mdtool/engine/daemon"
 	"mdtool/engine/member"
 	"mdtool/engine/plan"
 	sigprobe "mdtool/engine/probe"
@@ -206,8 +208,12 @@ func runCreate(c *cobra.Command, env *Env, o *createOptions, args []string) erro
 	opts.SystemHostname = host
 	opts.Homehost, _ = c.Flags().GetString("homehost")
 
-	// Open every device exclusively and keep it open until the end, so
-	// nothing else can start using it between the checks and the writes.
+	// Open every device exclusively (O_EXCL, or flock for image files) and
+	// keep it open until the end, so nothing else can start using it
+	// between the checks and the writes. The locks are taken in one order
+	// (by device and inode), whatever the order of the arguments: of two
+	// creates over the same devices, the one that loses the first lock
+	// holds none and fails; the other gets them all.
 	members := make([]*member.Member, len(devs))
 	defer func() {
 		for _, m := range members {
@@ -216,21 +222,56 @@ func runCreate(c *cobra.Command, env *Env, o *createOptions, args []string) erro
 			}
 		}
 	}()
+	type lockKey struct{ block, dev, ino uint64 }
+	keys := make([]lockKey, len(devs))
+	known := make([]bool, len(devs))
+	var order []int
 	for i, d := range devs {
 		if strings.EqualFold(d, "missing") {
-			opts.Devices = append(opts.Devices, plan.Device{Path: d, Missing: true})
 			continue
 		}
-		for j := 0; j < i; j++ {
-			if members[j] != nil && sameFile(members[j].Path, d) {
-				return &ExitError{Code: 2, Msg: fmt.Sprintf("%s is listed more than once", d)}
+		var st unix.Stat_t
+		if err := unix.Stat(d, &st); err == nil {
+			keys[i] = lockKey{0, st.Dev, st.Ino}
+			if st.Mode&unix.S_IFMT == unix.S_IFBLK {
+				keys[i] = lockKey{1, st.Rdev, 0}
+			}
+			known[i] = true
+			for j := 0; j < i; j++ {
+				if known[j] && keys[j] == keys[i] {
+					return &ExitError{Code: 2, Msg: fmt.Sprintf("%s is listed more than once", d)}
+				}
 			}
 		}
+		order = append(order, i)
+	}
+	sort.SliceStable(order, func(a, b int) bool {
+		ka, kb := keys[order[a]], keys[order[b]]
+		if ka.block != kb.block {
+			return ka.block < kb.block
+		}
+		if ka.dev != kb.dev {
+			return ka.dev < kb.dev
+		}
+		return ka.ino < kb.ino
+	})
+	for _, i := range order {
+		d := devs[i]
 		m, err := member.Open(d, member.Exclusive)
 		if err != nil {
+			if errors.Is(err, ioctl.ErrNotMember) {
+				return &ExitError{Code: 2, Msg: openFailure(d, err)}
+			}
 			return &ExitError{Code: 2, Msg: fmt.Sprintf("cannot open %s: %s", d, openReason(err))}
 		}
 		members[i] = m
+	}
+	for i, d := range devs {
+		m := members[i]
+		if m == nil {
+			opts.Devices = append(opts.Devices, plan.Device{Path: d, Missing: true})
+			continue
+		}
 		opts.Devices = append(opts.Devices, plan.Device{
 			Path:              d,
 			Sectors:           m.Sectors(),
@@ -324,15 +365,6 @@ func startCreated(env *Env, mddev string, devs []string) error {
 		return &ExitError{Code: 1, Msg: fmt.Sprintf("array %s created but not started", mddev)}
 	}
 	return nil
-}
-
-func sameFile(a, b string) bool {
-	if a == b {
-		return true
-	}
-	sa, err1 := os.Stat(a)
-	sb, err2 := os.Stat(b)
-	return err1 == nil && err2 == nil && os.SameFile(sa, sb)
 }
 
 func openReason(err error) string {

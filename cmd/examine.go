@@ -11,13 +11,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 
 	"github.com/spf13/cobra"
 
 	"mdtool/bitmap"
 	"mdtool/engine/member"
+	"mdtool/ioctl"
 	"mdtool/superblock"
 )
 
@@ -409,7 +409,18 @@ type openError struct {
 	err  error
 }
 
-func (e *openError) Error() string { return fmt.Sprintf("cannot open %s: %s", e.path, strerror(e.err)) }
+func (e *openError) Error() string { return openFailure(e.path, e.err) }
+
+// openFailure is the one line for a member that could not be opened:
+// "DEV is not a block device or regular file." for a FIFO, a character
+// device, a directory or a socket (the wording of mdadm's
+// stat_is_blkdev), mdadm's "cannot open DEV: REASON" otherwise.
+func openFailure(path string, err error) string {
+	if errors.Is(err, ioctl.ErrNotMember) {
+		return fmt.Sprintf("%s is not a block device or regular file.", path)
+	}
+	return fmt.Sprintf("cannot open %s: %s", path, strerror(err))
+}
 
 // probeDevice opens path and finds its metadata as guess_super does: a
 // 0.90 superblock, a v1.x superblock (the 1.0/1.1/1.2 candidate with the
@@ -424,7 +435,10 @@ func (e *openError) Error() string { return fmt.Sprintf("cannot open %s: %s", e.
 // whose size cannot be read, or that holds nothing, gives kind kindNone.
 // The caller must close the probe.
 func probeDevice(path string) (*mdProbe, error) {
-	f, err := os.Open(path)
+	// ioctl.OpenMember: never blocks on a FIFO, refuses what is not a
+	// block device or a regular file, takes no lock (a served member can
+	// be examined).
+	f, err := ioctl.OpenMember(path, ioctl.OpenOptions{})
 	if err != nil {
 		return nil, &openError{path, err}
 	}

@@ -6,6 +6,7 @@ package cmd
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -13,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"mdtool/bitmap"
+	"mdtool/ioctl"
 )
 
 const examineBitmapLong = `Print the write-intent bitmap of each DEVICE, as "mdadm --examine-bitmap" (-X)
@@ -175,6 +177,9 @@ func dirtyPercent(dirty, total uint64) float64 {
 func locateBitmap(path string) (*bitmapSource, error) {
 	p, err := probeDevice(path)
 	if err != nil {
+		if oe := err.(*openError); errors.Is(oe.err, ioctl.ErrNotMember) {
+			return nil, errors.New(oe.Error())
+		}
 		return nil, fmt.Errorf("failed to open bitmap file %s: %s", path, strerror(err.(*openError).err))
 	}
 	if p.m == nil {

@@ -1,11 +1,13 @@
 package cmd
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/spf13/cobra"
 
 	"mdtool/engine/member"
+	"mdtool/ioctl"
 )
 
 func newZeroSuperblockCmd(env *Env) *cobra.Command {
@@ -17,8 +19,9 @@ func newZeroSuperblockCmd(env *Env) *cobra.Command {
 
 Every md superblock found (v1.0, v1.1, v1.2 or 0.90) is overwritten with
 zeros until none is left. The bitmap and bad-block log areas are left as
-they are, like mdadm. The device is opened exclusively unless --force is
-given.
+they are, like mdadm. The device is opened exclusively, with --force too
+(as mdadm does): a block device in use or an image file that an mdtool
+daemon or command holds is refused.
 
 EXIT STATUS
   0  superblocks erased, or none found ("Unrecognised md component device")
@@ -36,7 +39,7 @@ EXIT STATUS
 			return nil
 		},
 	}
-	c.Flags().BoolVarP(&force, "force", "f", false, "open without O_EXCL and zero damaged superblocks too")
+	c.Flags().BoolVarP(&force, "force", "f", false, "accepted as mdadm's --force; busy devices are still refused")
 	return c
 }
 
@@ -44,12 +47,13 @@ EXIT STATUS
 // the first pass reports a device with no superblock, later passes stop
 // quietly when none is left. It returns mdadm's status bits.
 func zeroDevice(env *Env, dev string, force bool) int {
-	mode := member.Exclusive
-	if force {
-		mode = member.ReadWrite
-	}
-	m, err := member.Open(dev, mode)
+	// Exclusive even with --force, as mdadm's Kill: the lock is held from
+	// the check to the last write.
+	m, err := member.Open(dev, member.Exclusive)
 	if err != nil {
+		if errors.Is(err, ioctl.ErrNotMember) {
+			fmt.Fprintf(env.Stderr, "mdtool: %s\n", openFailure(dev, err))
+		}
 		fmt.Fprintf(env.Stderr, "mdtool: Couldn't open %s for write - not zeroing\n", dev)
 		return 2
 	}

@@ -14,7 +14,9 @@ import (
 type FileOptions struct {
 	ReadOnly bool
 	// Exclusive opens block devices with O_EXCL (refused while mounted or
-	// in use by the kernel md driver).
+	// in use by the kernel md driver) and locks image files with flock
+	// (refused while another mdtool command or daemon holds them); see
+	// ioctl.OpenMember.
 	Exclusive bool
 	// Buffered turns O_DIRECT off for block devices. Regular files are
 	// always opened buffered (pread/pwrite + fdatasync).
@@ -38,29 +40,17 @@ type FileDevice struct {
 // Geometry comes from ioctl.GetGeometry (so ioctl geometry overrides
 // apply, e.g. a 4 KiB logical block size on an image file).
 func OpenFile(path string, o FileOptions) (*FileDevice, error) {
-	st, err := os.Stat(path)
+	f, err := ioctl.OpenMember(path, ioctl.OpenOptions{Write: !o.ReadOnly, Exclusive: o.Exclusive, Direct: !o.Buffered})
 	if err != nil {
+		return nil, err
+	}
+	st, err := f.Stat()
+	if err != nil {
+		f.Close()
 		return nil, err
 	}
 	block := st.Mode()&os.ModeDevice != 0 && st.Mode()&os.ModeCharDevice == 0
-	flags := os.O_RDWR
-	if o.ReadOnly {
-		flags = os.O_RDONLY
-	}
 	direct := block && !o.Buffered
-	if direct {
-		flags |= unix.O_DIRECT
-	}
-	if block && o.Exclusive {
-		flags |= unix.O_EXCL
-	}
-	f, err := os.OpenFile(path, flags|unix.O_CLOEXEC, 0)
-	if err != nil {
-		if block && o.Exclusive && errors.Is(err, unix.EBUSY) {
-			return nil, &ioctl.BusyError{Path: path}
-		}
-		return nil, err
-	}
 	g, err := ioctl.GetGeometry(f)
 	if err != nil {
 		f.Close()

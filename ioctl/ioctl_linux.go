@@ -37,12 +37,13 @@ const (
 	FilePhysicalBlockSize = 4096
 )
 
-// ErrBusy is matched (errors.Is) by the error OpenExclusive returns when a
-// block device is in use (mounted, part of a running md array, held open
-// exclusively by another program).
+// ErrBusy is matched (errors.Is) by the error OpenMember returns in
+// exclusive mode when a block device is in use (mounted, part of a running
+// md array, held open exclusively by another program) or an image file is
+// locked by another mdtool command or daemon.
 var ErrBusy = errors.New("device or resource busy")
 
-// BusyError is OpenExclusive's error for a busy block device. It matches
+// BusyError is OpenMember's error for a busy member. It matches
 // both ErrBusy and syscall.EBUSY.
 type BusyError struct {
 	Path string
@@ -177,31 +178,10 @@ func readSysfsUint(path string) (uint64, error) {
 	return strconv.ParseUint(strings.TrimSpace(string(b)), 10, 64)
 }
 
-// OpenExclusive opens path for reading (and writing if writable). A block
-// device is opened with O_EXCL, which the kernel refuses with EBUSY while
-// the device is mounted, an active md member, or held exclusively by
-// another opener; that failure is returned as *BusyError. Regular files are
-// opened plainly.
+// OpenExclusive opens path for reading (and writing if writable),
+// refusing a member in use with *BusyError: OpenMember with Exclusive.
 func OpenExclusive(path string, writable bool) (*os.File, error) {
-	flags := os.O_RDONLY
-	if writable {
-		flags = os.O_RDWR
-	}
-	fi, err := os.Stat(path)
-	if err != nil {
-		return nil, err
-	}
-	if fi.Mode()&os.ModeDevice != 0 && fi.Mode()&os.ModeCharDevice == 0 {
-		f, err := os.OpenFile(path, flags|unix.O_EXCL|unix.O_CLOEXEC, 0)
-		if err != nil {
-			if errors.Is(err, syscall.EBUSY) {
-				return nil, &BusyError{Path: path}
-			}
-			return nil, err
-		}
-		return f, nil
-	}
-	return os.OpenFile(path, flags, 0)
+	return OpenMember(path, OpenOptions{Write: writable, Exclusive: true})
 }
 
 // FlushBuffers issues BLKFLSBUF: write out and drop the device's buffer

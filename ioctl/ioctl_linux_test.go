@@ -364,7 +364,7 @@ func TestOpenExclusiveBusy(t *testing.T) {
 	again.Close()
 }
 
-func TestOpenExclusiveFileNotExclusive(t *testing.T) {
+func TestOpenExclusiveFileLocked(t *testing.T) {
 	p := filepath.Join(t.TempDir(), "f.img")
 	if err := os.WriteFile(p, make([]byte, 4096), 0o600); err != nil {
 		t.Fatal(err)
@@ -374,11 +374,12 @@ func TestOpenExclusiveFileNotExclusive(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer a.Close()
-	b, err := OpenExclusive(p, true)
-	if err != nil {
-		t.Fatalf("regular files are opened plainly, second open failed: %v", err)
+	if b, err := OpenExclusive(p, true); err == nil || !errors.Is(err, ErrBusy) {
+		if b != nil {
+			b.Close()
+		}
+		t.Fatalf("second exclusive open of a locked image file: err = %v, want ErrBusy", err)
 	}
-	b.Close()
 	if _, err := OpenExclusive(filepath.Join(t.TempDir(), "none"), false); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("missing file: err = %v, want ErrNotExist", err)
 	}

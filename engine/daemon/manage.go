@@ -15,6 +15,7 @@ import (
 	"mdtool/engine/layout"
 	"mdtool/engine/member"
 	"mdtool/engine/probe"
+	"mdtool/ioctl"
 	"mdtool/superblock"
 )
 
@@ -178,9 +179,6 @@ func (s *Service) openMember(path string) (*engine.FileDevice, engine.Device, Me
 		if rdev, ok := rdevOf(fi); ok {
 			spec.Major, spec.Minor = rdev[0], rdev[1]
 		}
-	} else if err := unix.Flock(int(fd.File().Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
-		fd.Close()
-		return nil, nil, spec, Errorf(CodeOpen, "Device or resource busy")
 	}
 	spec.Dev = fd
 	var dev engine.Device = fd
@@ -203,6 +201,8 @@ func openReason(err error) string {
 		return "Permission denied"
 	case errors.Is(err, unix.EBUSY):
 		return "Device or resource busy"
+	case errors.Is(err, ioctl.ErrNotMember):
+		return "Not a block device or regular file"
 	case errors.As(err, &errno):
 		// Go's texts are strerror's, lower-cased.
 		t := errno.Error()

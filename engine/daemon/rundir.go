@@ -120,9 +120,14 @@ func AcquireLock(p Paths) (*Lock, error) {
 	if err := EnsureDir(p.Dir); err != nil {
 		return nil, err
 	}
-	f, err := os.OpenFile(p.Lock(), os.O_RDWR|os.O_CREATE|unix.O_CLOEXEC, 0o600)
+	// The log is opened later, by the background daemon; a symlink there
+	// is refused now, while the user still sees the error.
+	if err := checkRunFile(p.Log()); err != nil {
+		return nil, err
+	}
+	f, err := openRunFile(p.Lock(), os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
-		return nil, fmt.Errorf("daemon: lock: %w", err)
+		return nil, err
 	}
 	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
 		f.Close()
@@ -153,7 +158,7 @@ func (l *Lock) File() *os.File { return l.f }
 
 // Held reports whether a live process holds the array's lock.
 func Held(p Paths) bool {
-	f, err := os.OpenFile(p.Lock(), os.O_RDONLY|unix.O_CLOEXEC, 0)
+	f, err := openRunFile(p.Lock(), os.O_RDONLY, 0)
 	if err != nil {
 		return false
 	}
@@ -165,6 +170,47 @@ func Held(p Paths) bool {
 	return false
 }
 
+// openRunFile opens a file of the run directory (NAME.lock, NAME.log)
+// without following a symbolic link (O_NOFOLLOW) and without blocking
+// (O_NONBLOCK, a FIFO planted there), and refuses anything but a regular
+// file.
+func openRunFile(path string, flag int, perm os.FileMode) (*os.File, error) {
+	f, err := os.OpenFile(path, flag|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_NOCTTY|unix.O_CLOEXEC, perm)
+	if err != nil {
+		if errors.Is(err, unix.ELOOP) {
+			return nil, fmt.Errorf("daemon: %s is a symbolic link: refusing to follow it", path)
+		}
+		return nil, fmt.Errorf("daemon: %w", err)
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("daemon: %w", err)
+	}
+	if !fi.Mode().IsRegular() {
+		f.Close()
+		return nil, fmt.Errorf("daemon: %s is not a regular file", path)
+	}
+	return f, nil
+}
+
+// checkRunFile refuses a run-directory file that exists and is a symbolic
+// link or not a regular file.
+func checkRunFile(path string) error {
+	fi, err := os.Lstat(path)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return nil
+	case err != nil:
+		return fmt.Errorf("daemon: %w", err)
+	case fi.Mode()&os.ModeSymlink != 0:
+		return fmt.Errorf("daemon: %s is a symbolic link: refusing to follow it", path)
+	case !fi.Mode().IsRegular():
+		return fmt.Errorf("daemon: %s is not a regular file", path)
+	}
+	return nil
+}
+
 // RemoveStaleSocket removes the socket file at path when nobody answers on
 // it. It fails when a live server accepts connections there.
 func RemoveStaleSocket(path string) error {
@@ -174,6 +220,9 @@ func RemoveStaleSocket(path string) error {
 	}
 	if err != nil {
 		return err
+	}
+	if fi.Mode()&os.ModeSymlink != 0 {
+		return fmt.Errorf("daemon: %s is a symbolic link: refusing to follow it", path)
 	}
 	if fi.Mode()&os.ModeSocket == 0 {
 		return fmt.Errorf("daemon: %s exists and is not a socket", path)

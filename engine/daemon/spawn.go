@@ -179,14 +179,16 @@ func (n *Notifier) sdNotify(msg string) error {
 }
 
 // redirectOutput points file descriptors 1 and 2 at the log file (appended)
-// or at /dev/null when path is "".
+// or at /dev/null when path is "". The log is opened as openRunFile does:
+// a symbolic link (or anything but a regular file) there is not followed;
+// the output goes to /dev/null then, and the error is returned.
 func redirectOutput(path string) error {
 	var f *os.File
-	var err error
+	var err, logErr error
 	if path != "" {
-		f, err = os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+		f, logErr = openRunFile(path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
 	}
-	if path == "" || err != nil {
+	if path == "" || logErr != nil {
 		f, err = os.OpenFile(os.DevNull, os.O_WRONLY, 0)
 		if err != nil {
 			return err
@@ -196,5 +198,8 @@ func redirectOutput(path string) error {
 	if err := unix.Dup2(int(f.Fd()), 1); err != nil {
 		return err
 	}
-	return unix.Dup2(int(f.Fd()), 2)
+	if err := unix.Dup2(int(f.Fd()), 2); err != nil {
+		return err
+	}
+	return logErr
 }

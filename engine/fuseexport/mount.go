@@ -29,6 +29,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -98,7 +99,17 @@ func Mount(dir, name string, b export.Backend, opts Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	if st, err := os.Stat(abs); err != nil {
+	st, err := os.Stat(abs)
+	if deadMount(abs, err) {
+		// A dead FUSE mount: its server was killed (kill -9 of a daemon)
+		// without unmounting. Detach it lazily, as fusermount3 -uz does,
+		// and mount over the directory again.
+		if uerr := detachStale(abs); uerr != nil {
+			return nil, fmt.Errorf("fuseexport: %s is a dead FUSE mount and could not be detached: %w", abs, uerr)
+		}
+		st, err = os.Stat(abs)
+	}
+	if err != nil {
 		return nil, err
 	} else if !st.IsDir() {
 		return nil, fmt.Errorf("fuseexport: %s is not a directory", abs)
@@ -199,5 +210,34 @@ func (s *Server) Unmount() error {
 		return fmt.Errorf("fuseexport: unmount %s: %w", s.dir, err)
 	}
 	<-s.done
+	return nil
+}
+
+// deadMount reports whether dir is a FUSE mount whose server is gone:
+// stat fails with ENOTCONN, or, while stat still answers from the
+// attribute cache, statfs (which always asks the server) fails with
+// ENOTCONN or ECONNABORTED.
+func deadMount(dir string, statErr error) bool {
+	dead := func(err error) bool {
+		return errors.Is(err, syscall.ENOTCONN) || errors.Is(err, syscall.ECONNABORTED)
+	}
+	if dead(statErr) {
+		return true
+	}
+	var sfs syscall.Statfs_t
+	return dead(syscall.Statfs(dir, &sfs))
+}
+
+// detachStale lazily unmounts a dead FUSE mount on dir: umount2(MNT_DETACH)
+// as root, fusermount3 -uz otherwise (or when that is refused).
+func detachStale(dir string) error {
+	err := syscall.Unmount(dir, syscall.MNT_DETACH)
+	if err == nil || !errors.Is(err, syscall.EPERM) {
+		return err
+	}
+	out, ferr := exec.Command("fusermount3", "-u", "-z", dir).CombinedOutput()
+	if ferr != nil {
+		return fmt.Errorf("%w; fusermount3 -uz: %v: %s", err, ferr, strings.TrimSpace(string(out)))
+	}
 	return nil
 }

@@ -27,21 +27,21 @@ type Mode int
 const (
 	ReadOnly  Mode = iota
 	ReadWrite      // read-write, shared
-	Exclusive      // read-write with O_EXCL on block devices: busy devices are refused
+	Exclusive      // read-write, O_EXCL on block devices, flock on image files: busy members are refused
 )
 
-// Open opens a member device or image file.
+// Open opens a member device or image file through ioctl.OpenMember: it
+// never blocks on a FIFO and refuses anything that is not a block device
+// or a regular file.
 func Open(path string, mode Mode) (*Member, error) {
-	var f *os.File
-	var err error
+	var o ioctl.OpenOptions
 	switch mode {
 	case Exclusive:
-		f, err = ioctl.OpenExclusive(path, true)
+		o = ioctl.OpenOptions{Write: true, Exclusive: true}
 	case ReadWrite:
-		f, err = os.OpenFile(path, os.O_RDWR, 0)
-	default:
-		f, err = os.Open(path)
+		o = ioctl.OpenOptions{Write: true}
 	}
+	f, err := ioctl.OpenMember(path, o)
 	if err != nil {
 		return nil, err
 	}
