@@ -32,7 +32,9 @@ type request struct {
 	msg   string  // static error message for structured error chunks
 	data  *buffer // READ and WRITE payload
 	n     int     // READ: bytes read before an error
-	held  int64   // budget bytes
+	held  int64   // bytes of the connection's budget
+	gheld int64   // bytes of the shared budget
+	w     waiter  // for waiting on either
 }
 
 // transmission is the state of a connection in the transmission phase.
@@ -50,7 +52,8 @@ type transmission struct {
 	free    chan *request
 	work    chan *request
 	replies chan *request
-	budget  *budget
+	budget  *budget // this connection's
+	shared  *budget // every connection's (Limits)
 
 	// inlineMax is the longest READ or WRITE the reader may execute itself
 	// (0: never); fastNs is a moving average of how long such requests
@@ -98,6 +101,7 @@ func (c *conn) transmit(x *exp, log *slog.Logger) error {
 		work:       make(chan *request, cfg.MaxInFlight),
 		replies:    make(chan *request, cfg.MaxInFlight),
 		budget:     newBudget(cfg.MaxInFlightBytes),
+		shared:     cfg.Limits.mem,
 		wbuf:       make([]byte, 0, flushAtBytes+inlineData+64),
 		inlineMax:  uint32(cfg.InlineMax),
 	}
@@ -111,6 +115,9 @@ func (c *conn) transmit(x *exp, log *slog.Logger) error {
 	for i := range slots {
 		t.free <- &slots[i]
 	}
+	c.mu.Lock()
+	c.tx = t
+	c.mu.Unlock()
 	writerDone := make(chan struct{})
 	go t.writer(writerDone)
 	var workers sync.WaitGroup
@@ -235,23 +242,35 @@ func (t *transmission) reader() (relieved bool, err error) {
 					t.replies <- r
 					return false, fmt.Errorf("nbd: refused write payload of %d bytes: disconnecting", r.length)
 				}
+				t.c.rseq.Add(1)
 				if _, err := io.CopyN(io.Discard, br, int64(r.length)); err != nil {
 					t.free <- r
 					return false, err
 				}
+				t.c.rseq.Add(1)
+			} else {
+				t.c.rseq.Add(2)
 			}
 			t.replies <- r
 			continue
 		}
 		if (r.typ == cmdRead || r.typ == cmdWrite) && r.length > 0 {
-			r.held = t.budget.acquire(int64(r.length))
+			n := bufCap(int(r.length))
+			r.held = t.budget.acquire(n, &r.w)
+			r.gheld = t.shared.acquire(n, &r.w)
 			r.data = getBuffer(int(r.length))
 			if r.typ == cmdWrite {
+				t.c.rseq.Add(1)
 				if _, err := io.ReadFull(br, r.data.b); err != nil {
 					t.recycle(r)
 					return false, err
 				}
+				t.c.rseq.Add(1)
+			} else {
+				t.c.rseq.Add(2)
 			}
+		} else {
+			t.c.rseq.Add(2)
 		}
 		if t.inline(r) {
 			// Once inlineState says busy, t.seq, t.br and t.heldBack
@@ -466,8 +485,9 @@ func (t *transmission) recycleData(r *request) {
 		putBuffer(r.data)
 		r.data = nil
 	}
+	t.shared.release(r.gheld)
 	t.budget.release(r.held)
-	r.held = 0
+	r.held, r.gheld = 0, 0
 }
 
 func (t *transmission) recycle(r *request) {
@@ -631,7 +651,9 @@ func (t *transmission) payload(p []byte) {
 	}
 	if t.werr == nil {
 		t.iov = append(t.iov[:0], t.wbuf, p)
+		t.c.wseq.Add(1)
 		_, err := t.iov.WriteTo(t.c.rw)
+		t.c.wseq.Add(1)
 		t.writeFailed(err)
 	}
 	t.iov = t.iov[:0]
@@ -640,7 +662,9 @@ func (t *transmission) payload(p []byte) {
 
 func (t *transmission) flush() {
 	if len(t.wbuf) > 0 && t.werr == nil {
+		t.c.wseq.Add(1)
 		_, err := t.c.rw.Write(t.wbuf)
+		t.c.wseq.Add(1)
 		t.writeFailed(err)
 	}
 	t.wbuf = t.wbuf[:0]
