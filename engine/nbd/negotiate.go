@@ -37,6 +37,7 @@ type conn struct {
 	// reply write and is odd during the write. tx is set (under mu) once
 	// transmitting; lastR, lastW and idle belong to the sweeper.
 	rseq, wseq   atomic.Uint64
+	dropped      atomic.Bool // the socket was closed: stop reading requests
 	tx           *transmission
 	lastR, lastW uint64
 	idle         int
@@ -95,6 +96,7 @@ func (c *conn) sweep() {
 		what = "a write payload stalled"
 	}
 	c.s.log.Warn("nbd: idle connection dropped", "remote", remoteName(c.nc), "timeout", c.s.cfg.IdleTimeout, "reason", what)
+	c.dropped.Store(true)
 	c.nc.Close()
 }
 

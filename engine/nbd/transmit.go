@@ -219,6 +219,10 @@ func (t *transmission) reader() (relieved bool, err error) {
 	br := t.br
 	var h [requestSize]byte
 	for {
+		if t.c.dropped.Load() {
+			// Requests already buffered would only hold budget.
+			return false, net.ErrClosed
+		}
 		if _, err := io.ReadFull(br, h[:]); err != nil {
 			return false, err
 		}
@@ -677,6 +681,7 @@ func (t *transmission) writeFailed(err error) {
 		return
 	}
 	t.werr = err
+	t.c.dropped.Store(true)
 	t.c.nc.Close()
 	if !isEOF(err) {
 		t.log.Info("nbd: write failed", "err", err)
