@@ -64,8 +64,12 @@ NBD clients share bounded resources: at most --nbd-max-clients connections
 (default 64; more are closed at once), at most --nbd-max-memory of request
 data in flight over all of them (default 256M; requests wait for it), and a
 connection that neither sends requests nor takes its replies for
---nbd-idle-timeout (default 5m) is dropped. The daemon's memory stays below
-about twice --nbd-max-memory plus 150 MiB whatever the clients do.
+--nbd-idle-timeout (default 5m) is dropped (as is one whose reply write
+stays blocked that long). Beyond --nbd-max-memory each connection may keep
+1 MiB of small requests in flight, so that clients are served while others
+hold the budget. Whatever the clients do, the daemon's RSS stays below about
+twice (--nbd-max-memory + 1 MiB x --nbd-max-clients) plus 100 MiB: 740 MiB
+with the defaults.
 
 NAME is the md device without /dev/md/ (or /dev/): /dev/md/data is "data",
 /dev/md0 is "md0". The run directory (--run-dir, MDTOOL_RUN_DIR, default

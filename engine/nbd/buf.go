@@ -130,6 +130,11 @@ func (b *budget) acquire(n int64, w *waiter) int64 {
 	return n
 }
 
+// tryAcquire takes n bytes if nobody waits and they fit, without waiting.
+func (b *budget) tryAcquire(n int64) bool {
+	return n <= b.max && b.waiting.Load() == 0 && b.take(n)
+}
+
 func (b *budget) release(n int64) {
 	if n == 0 {
 		return

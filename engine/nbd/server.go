@@ -27,7 +27,11 @@
 // Each connection has one reader goroutine that parses and validates
 // requests, a bounded pool of workers that call the Backend, and one writer
 // that sends replies in completion order, batching small replies into one
-// write. Payload buffers are pooled.
+// write. Payload buffers are pooled. The payload bytes in flight are bounded
+// per connection and over all connections (Limits, shared by Servers that
+// are given the same one; small requests beyond it use a 1 MiB reserve of
+// their connection), as are the connections; an idle sweep drops
+// connections that neither send requests nor take their replies.
 package nbd
 
 import (

@@ -34,8 +34,16 @@ type request struct {
 	n     int     // READ: bytes read before an error
 	held  int64   // bytes of the connection's budget
 	gheld int64   // bytes of the shared budget
+	rheld int64   // bytes of the connection's reserve
 	w     waiter  // for waiting on either
 }
+
+// reserveBytes is each connection's own budget for requests of at most
+// that size when the shared budget is spent, so that a client is served
+// (with up to this much in flight) while others hold the shared budget; in
+// flight over all connections are at most Limits' bytes plus reserveBytes
+// per connection.
+const reserveBytes = 1 << 20
 
 // transmission is the state of a connection in the transmission phase.
 type transmission struct {
@@ -54,6 +62,7 @@ type transmission struct {
 	replies chan *request
 	budget  *budget // this connection's
 	shared  *budget // every connection's (Limits)
+	reserve *budget // this connection's, for small requests when shared is spent
 
 	// inlineMax is the longest READ or WRITE the reader may execute itself
 	// (0: never); fastNs is a moving average of how long such requests
@@ -102,6 +111,7 @@ func (c *conn) transmit(x *exp, log *slog.Logger) error {
 		replies:    make(chan *request, cfg.MaxInFlight),
 		budget:     newBudget(cfg.MaxInFlightBytes),
 		shared:     cfg.Limits.mem,
+		reserve:    newBudget(reserveBytes),
 		wbuf:       make([]byte, 0, flushAtBytes+inlineData+64),
 		inlineMax:  uint32(cfg.InlineMax),
 	}
@@ -261,7 +271,17 @@ func (t *transmission) reader() (relieved bool, err error) {
 		if (r.typ == cmdRead || r.typ == cmdWrite) && r.length > 0 {
 			n := bufCap(int(r.length))
 			r.held = t.budget.acquire(n, &r.w)
-			r.gheld = t.shared.acquire(n, &r.w)
+			switch {
+			case n > reserveBytes:
+				r.gheld = t.shared.acquire(n, &r.w)
+			case t.shared.tryAcquire(n):
+				r.gheld = n
+			default:
+				// The shared budget is spent (perhaps by clients that do
+				// not take their replies): small requests still go
+				// through, on this connection's own reserve.
+				r.rheld = t.reserve.acquire(n, &r.w)
+			}
 			r.data = getBuffer(int(r.length))
 			if r.typ == cmdWrite {
 				t.c.rseq.Add(1)
@@ -490,8 +510,9 @@ func (t *transmission) recycleData(r *request) {
 		r.data = nil
 	}
 	t.shared.release(r.gheld)
+	t.reserve.release(r.rheld)
 	t.budget.release(r.held)
-	r.held, r.gheld = 0, 0
+	r.held, r.gheld, r.rheld = 0, 0, 0
 }
 
 func (t *transmission) recycle(r *request) {
