@@ -25,6 +25,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/spf13/pflag"
+
 	"mdtool/engine/daemon"
 )
 
@@ -56,6 +58,39 @@ func TestTLSFlagsFailClosed(t *testing.T) {
 	code, _, errs := mdtool(t, "create", "/dev/md/c", "--run", "-l1", "-n2", img, "missing", "--nbd-idle-timeout=-1s")
 	if code != 2 || !strings.Contains(errs, "--nbd-idle-timeout must not be negative") {
 		t.Errorf("create with a negative idle timeout: exit %d: %s", code, errs)
+	}
+}
+
+// TestNBDLimitFlagsConfig: the limits come from MDTOOL_* like the other
+// serving flags (and are checked the same way), and create passes the
+// values that differ from the defaults to the assemble it starts.
+func TestNBDLimitFlagsConfig(t *testing.T) {
+	dir := t.TempDir()
+	t.Setenv("MDTOOL_NBD_MAX_CLIENTS", "0")
+	code, _, errs := mdtool(t, "assemble", "--foreground", "--run-dir", filepath.Join(dir, "run"), "/dev/md/x", filepath.Join(dir, "missing.img"))
+	if code != 2 || errs != "mdtool: --nbd-max-clients must be at least 1\n" {
+		t.Errorf("MDTOOL_NBD_MAX_CLIENTS=0: exit %d: %q", code, errs)
+	}
+	t.Setenv("MDTOOL_NBD_MAX_CLIENTS", "")
+	var s serveOptions
+	f := pflag.NewFlagSet("create", pflag.ContinueOnError)
+	addNBDLimitFlags(f, &s)
+	if got := nbdLimitArgs(f); len(got) != 0 {
+		t.Errorf("defaults passed on: %q", got)
+	}
+	f.Set("nbd-max-memory", "1G")
+	f.Lookup("nbd-idle-timeout").Value.Set("30s") // as applyConfig sets it
+	got := strings.Join(nbdLimitArgs(f), " ")
+	if got != "--nbd-max-memory=1G --nbd-idle-timeout=30s" {
+		t.Errorf("create passes %q", got)
+	}
+	n, mem, idle, err := s.nbdLimits()
+	if err != nil || n != 64 || mem != 1<<30 || idle != 30*time.Second {
+		t.Errorf("limits %d %d %v %v", n, mem, idle, err)
+	}
+	f.Set("nbd-idle-timeout", "0")
+	if _, _, idle, _ := s.nbdLimits(); idle >= 0 {
+		t.Errorf("--nbd-idle-timeout=0 gives %v, want never (negative)", idle)
 	}
 }
 

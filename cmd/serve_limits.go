@@ -16,7 +16,7 @@ import (
 func addNBDLimitFlags(f *pflag.FlagSet, s *serveOptions) {
 	f.IntVar(&s.nbdMaxClients, "nbd-max-clients", nbd.DefaultMaxConns, "NBD connections served at once (unix socket and TCP together); more are closed at once")
 	f.StringVar(&s.nbdMaxMemory, "nbd-max-memory", "256M", "request data (read replies, write payloads) in flight over all NBD connections; requests wait beyond it")
-	f.DurationVar(&s.nbdIdleTimeout, "nbd-idle-timeout", nbd.DefaultIdleTimeout, "drop an NBD connection that neither sends requests nor takes its replies for this long (0: never)")
+	f.DurationVar(&s.nbdIdleTimeout, "nbd-idle-timeout", nbd.DefaultIdleTimeout, "drop an NBD connection that neither sends requests nor takes its replies for this long (0: never, e.g. for a kernel nbd device)")
 	markConfigurable(f, "nbd-max-clients", "nbd-max-memory", "nbd-idle-timeout")
 }
 
