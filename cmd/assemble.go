@@ -167,7 +167,7 @@ func addServeFlags(f *pflag.FlagSet, s *serveOptions) {
 	f.StringVar(&s.nbdListen, "nbd-listen", "", "also serve NBD on this TCP address (HOST:PORT)")
 	f.StringVar(&s.tlsCert, "tls-cert", "", "PEM certificate for NBD over TCP (requires TLS from clients)")
 	f.StringVar(&s.tlsKey, "tls-key", "", "PEM private key of --tls-cert")
-	f.StringVar(&s.tlsCA, "tls-ca", "", "PEM CA certificates: require client certificates signed by them")
+	f.StringVar(&s.tlsCA, "tls-ca", "", "PEM CA certificates: require client certificates signed by them (needs --tls-cert and --tls-key)")
 	addNBDLimitFlags(f, s)
 	f.StringVar(&s.fuse, "fuse", "", "mount a FUSE file system on DIR holding the array as one file")
 	f.StringVar(&s.metrics, "metrics", "", "serve Prometheus metrics on ADDR (HOST:PORT) at /metrics")

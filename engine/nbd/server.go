@@ -87,8 +87,9 @@ type Config struct {
 	// executing or waiting for their reply (default 128).
 	MaxInFlight int
 	// MaxInFlightBytes bounds the payload bytes per connection held by such
-	// requests (default: half the shared budget, so that one connection
-	// whose client does not take its replies cannot stall the others).
+	// requests (default: half the shared budget, so that a single
+	// connection whose client does not take its replies cannot hold all
+	// of it).
 	MaxInFlightBytes int64
 
 	// Limits are shared by every connection of the Server (and of the
