@@ -53,11 +53,23 @@ default background mode a child process that outlives the command) until
 
   NBD    on a unix socket, by default RUN-DIR/NAME.nbd (--nbd-socket), and
          on TCP with --nbd-listen HOST:PORT (TLS with --tls-cert/--tls-key,
-         client certificates with --tls-ca)
+         client certificates with --tls-ca; plaintext on an address that
+         is not loopback gets a warning)
   FUSE   with --fuse DIR: DIR becomes a mount holding one file, NAME, the
          array's contents (attach it with losetup); a dead mount left
          there by a daemon killed with SIGKILL is detached first
   HTTP   Prometheus metrics at http://ADDR/metrics with --metrics ADDR
+
+NBD clients share bounded resources: at most --nbd-max-clients connections
+(default 64; more are closed at once), at most --nbd-max-memory of request
+data in flight over all of them (default 256M; requests wait for it), and a
+connection that neither sends requests nor takes its replies for
+--nbd-idle-timeout (default 5m) is dropped (as is one whose reply write
+stays blocked that long). Beyond --nbd-max-memory each connection may keep
+1 MiB of small requests in flight, so that clients are served while others
+hold the budget. Whatever the clients do, the daemon's RSS stays below about
+twice (--nbd-max-memory + 1 MiB x --nbd-max-clients) plus 100 MiB: 740 MiB
+with the defaults.
 
 NAME is the md device without /dev/md/ (or /dev/): /dev/md/data is "data",
 /dev/md0 is "md0". The run directory (--run-dir, MDTOOL_RUN_DIR, default
@@ -86,6 +98,9 @@ type serveOptions struct {
 	runDir                 string
 	nbdSocket, nbdListen   string
 	tlsCert, tlsKey, tlsCA string
+	nbdMaxClients          int
+	nbdMaxMemory           string
+	nbdIdleTimeout         time.Duration
 	fuse, metrics          string
 	safeModeDelay          time.Duration
 	syncMin, syncMax       uint64
@@ -109,7 +124,9 @@ func newAssembleCmd(env *Env) *cobra.Command {
 		Example: `  mdtool --assemble /dev/md/data /dev/sdb1 /dev/sdc1 /dev/sdd1
   mdtool -A --scan
   mdtool assemble --foreground --scan /dev/md/data
-  mdtool assemble /dev/md0 --run --nbd-listen 0.0.0.0:10809 disk0.img disk1.img
+  mdtool assemble /dev/md0 --run --nbd-listen 0.0.0.0:10809 --tls-cert server.pem --tls-key server.key \
+         --tls-ca clients-ca.pem disk0.img disk1.img
+  mdtool assemble /dev/md0 --run --nbd-listen 127.0.0.1:10809 disk0.img disk1.img
   mdtool assemble /dev/md0 --fuse /mnt/md0 d0.img d1.img d2.img && losetup -f --show /mnt/md0/md0`,
 		Args: cobra.ArbitraryArgs,
 		RunE: func(c *cobra.Command, args []string) error {
@@ -150,7 +167,8 @@ func addServeFlags(f *pflag.FlagSet, s *serveOptions) {
 	f.StringVar(&s.nbdListen, "nbd-listen", "", "also serve NBD on this TCP address (HOST:PORT)")
 	f.StringVar(&s.tlsCert, "tls-cert", "", "PEM certificate for NBD over TCP (requires TLS from clients)")
 	f.StringVar(&s.tlsKey, "tls-key", "", "PEM private key of --tls-cert")
-	f.StringVar(&s.tlsCA, "tls-ca", "", "PEM CA certificates: require client certificates signed by them")
+	f.StringVar(&s.tlsCA, "tls-ca", "", "PEM CA certificates: require client certificates signed by them (needs --tls-cert and --tls-key)")
+	addNBDLimitFlags(f, s)
 	f.StringVar(&s.fuse, "fuse", "", "mount a FUSE file system on DIR holding the array as one file")
 	f.StringVar(&s.metrics, "metrics", "", "serve Prometheus metrics on ADDR (HOST:PORT) at /metrics")
 	f.DurationVar(&s.safeModeDelay, "safe-mode-delay", 200*time.Millisecond, "idle time after the last write before the array is marked clean (md safe_mode_delay)")
@@ -237,8 +255,11 @@ func runAssemble(env *Env, o *assembleOptions, args []string, homehostFlag strin
 	if len(args) == 0 && !o.scan {
 		return usagef("an md device must be given in --assemble mode (or --scan)")
 	}
-	if (o.srv.tlsCert != "" || o.srv.tlsKey != "") && o.srv.nbdListen == "" {
-		return usagef("--tls-cert and --tls-key need --nbd-listen")
+	if err := o.srv.checkTLSFlags(); err != nil {
+		return err
+	}
+	if _, _, _, err := o.srv.nbdLimits(); err != nil {
+		return err
 	}
 	var uuid [16]byte
 	if o.uuid != "" {
@@ -251,6 +272,9 @@ func runAssemble(env *Env, o *assembleOptions, args []string, homehostFlag strin
 	daemonChild := os.Getenv(daemon.ReadyFDEnv) != ""
 	if !o.foreground && !daemonChild {
 		return spawnAssemble(env)
+	}
+	if w := o.srv.plaintextWarning(); w != "" {
+		fmt.Fprintf(env.Stderr, "mdtool: %s\n", w)
 	}
 	if daemonChild {
 		// decided once: the notifier clears the variable before the
@@ -1365,6 +1389,7 @@ func (as *assembler) start(j assembleJob, mddev, name string, devs []*asmDev, or
 		Metrics: ma, MetricsAddr: as.metricsAddr,
 		SyncLimits: engine.SyncLimits{MinKBps: as.o.srv.syncMin, MaxKBps: as.o.srv.syncMax}, WrapDevice: wrapFaults,
 		Logf: func(format string, a ...any) { log.Printf(mddev+": "+format, a...) }}
+	cfg.NBDMaxConns, cfg.NBDMaxBytes, cfg.NBDIdleTimeout, _ = as.o.srv.nbdLimits() // checked in runAssemble
 	if as.o.srv.tlsCert != "" || as.o.srv.tlsKey != "" {
 		cfg.TLS, err = daemon.LoadTLS(as.o.srv.tlsCert, as.o.srv.tlsKey, as.o.srv.tlsCA)
 		if err != nil {

@@ -39,6 +39,7 @@ type createOptions struct {
 	consistency  string
 	mdadmConf    string
 	start        bool
+	srv          serveOptions // the NBD limits of the daemon it starts
 }
 
 func newCreateCmd(env *Env) *cobra.Command {
@@ -64,7 +65,9 @@ Like mdadm --create, create then starts the new array: it runs
 "mdtool assemble MD-DEVICE DEVICE... --run" in the background, so the array
 is served (NBD socket in the run directory) and its initial resync or
 recovery runs. --start=false (or MDTOOL_START=false, or "start: false" in
-the config file) only writes the metadata.
+the config file) only writes the metadata. The NBD limits
+--nbd-max-clients, --nbd-max-memory and --nbd-idle-timeout are passed to
+that daemon (see "mdtool help assemble").
 
 Everything is checked before the first write: on any refusal no device is
 modified. A device that holds another array's md superblock, a filesystem or
@@ -105,6 +108,7 @@ EXIT STATUS
 	f.StringVarP(&o.auto, "auto", "a", "", "accepted for mdadm compatibility; device nodes are not created")
 	f.StringVarP(&o.consistency, "consistency-policy", "k", "", "resync or bitmap (ppl and journal are not supported)")
 	f.BoolVar(&o.start, "start", true, "start serving the new array, as mdadm --create starts it (false: metadata only)")
+	addNBDLimitFlags(f, &o.srv)
 	f.StringVar(&o.mdadmConf, "config", "", "mdadm.conf to read (HOMEHOST, CREATE)")
 	_ = f.MarkHidden("config")
 	for _, n := range []string{"raid-disks", "spare-disks", "rounding", "parity"} {
@@ -140,6 +144,9 @@ func runCreate(c *cobra.Command, env *Env, o *createOptions, args []string) erro
 		return usagef("an md device must be given in --create mode")
 	}
 	mddev, devs := args[0], args[1:]
+	if _, _, _, err := o.srv.nbdLimits(); err != nil {
+		return err
+	}
 	if o.level == "" {
 		return &ExitError{Code: 2, Msg: "a RAID level is needed to create an array."}
 	}
@@ -343,7 +350,7 @@ func runCreate(c *cobra.Command, env *Env, o *createOptions, args []string) erro
 			members[i] = nil
 		}
 	}
-	if err := startCreated(env, mddev, paths); err != nil {
+	if err := startCreated(env, mddev, paths, nbdLimitArgs(c.Flags())...); err != nil {
 		return err
 	}
 	fmt.Fprintf(stderr, "mdtool: array %s started.\n", mddev)
@@ -352,8 +359,9 @@ func runCreate(c *cobra.Command, env *Env, o *createOptions, args []string) erro
 
 // startCreated runs "mdtool assemble --foreground --run --quiet MD DEVS..."
 // as a background daemon and waits until it serves the array.
-func startCreated(env *Env, mddev string, devs []string) error {
-	args := append([]string{"assemble", "--foreground", "--run", "--quiet", mddev}, devs...)
+func startCreated(env *Env, mddev string, devs []string, flags ...string) error {
+	args := append(append([]string{"assemble", "--foreground", "--run", "--quiet"}, flags...), mddev)
+	args = append(args, devs...)
 	code, err := spawnSelf(env, args)
 	var ce *daemon.ChildExitError
 	switch {

@@ -51,6 +51,12 @@ type Config struct {
 	// required on it (NBD STARTTLS).
 	NBDListen string
 	TLS       *tls.Config
+	// NBDMaxConns, NBDMaxBytes and NBDIdleTimeout are the NBD limits
+	// (nbd.Config.MaxConns, MaxBytes, IdleTimeout), shared by the unix
+	// socket and the TCP listener; zero selects nbd's defaults.
+	NBDMaxConns    int
+	NBDMaxBytes    int64
+	NBDIdleTimeout time.Duration
 	// FUSEDir, if set, is mounted with one file named Name.
 	FUSEDir string
 	// Metrics receives the array's metrics (nil: none); MetricsAddr is
@@ -121,12 +127,16 @@ func Start(cfg Config) (*Service, error) {
 	}()
 	logger := slog.New(slog.NewTextHandler(logWriter{cfg.Logf}, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	export := nbd.Export{Name: "", Description: cfg.Device, Backend: s.backend, ReadOnly: cfg.ReadOnly}
+	limits := nbd.NewLimits(cfg.NBDMaxConns, cfg.NBDMaxBytes)
+	nbdCfg := func(t *tls.Config) nbd.Config {
+		return nbd.Config{Exports: []nbd.Export{export}, TLS: t, Logger: logger, Limits: limits, IdleTimeout: cfg.NBDIdleTimeout}
+	}
 	if cfg.NBDSocket != "none" {
 		path := cfg.NBDSocket
 		if path == "" {
 			path = p.NBD()
 		}
-		if s.nbdUnix, err = nbd.NewServer(nbd.Config{Exports: []nbd.Export{export}, Logger: logger}); err != nil {
+		if s.nbdUnix, err = nbd.NewServer(nbdCfg(nil)); err != nil {
 			return nil, err
 		}
 		var l net.Listener
@@ -137,7 +147,7 @@ func Start(cfg Config) (*Service, error) {
 		go s.nbdUnix.Serve(countingListener{l, &s.nbdConns})
 	}
 	if cfg.NBDListen != "" {
-		if s.nbdTCP, err = nbd.NewServer(nbd.Config{Exports: []nbd.Export{export}, TLS: cfg.TLS, Logger: logger}); err != nil {
+		if s.nbdTCP, err = nbd.NewServer(nbdCfg(cfg.TLS)); err != nil {
 			return nil, err
 		}
 		var l net.Listener

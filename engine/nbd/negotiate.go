@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -30,6 +31,16 @@ type conn struct {
 	structured bool
 	negotiated bool // the client asked for NBD_INFO_BLOCK_SIZE in NBD_OPT_GO
 	optBuf     []byte
+
+	// Activity, for the idle sweep. rseq grows by 2 per request read and
+	// is odd while a WRITE payload is being read; wseq grows by 2 per
+	// reply write and is odd during the write. tx is set (under mu) once
+	// transmitting; lastR, lastW and idle belong to the sweeper.
+	rseq, wseq   atomic.Uint64
+	dropped      atomic.Bool // the socket was closed: stop reading requests
+	tx           *transmission
+	lastR, lastW uint64
+	idle         int
 }
 
 func newConn(s *Server, nc net.Conn) *conn { return &conn{s: s, nc: nc, rw: nc} }
@@ -50,6 +61,43 @@ func (c *conn) shutdown() {
 	} else {
 		c.nc.Close()
 	}
+}
+
+// sweep is called by the idle sweeper with s.mu held; it closes the
+// connection after idleTicks+1 sweeps without progress while nothing of
+// the client is in the Backend (or waiting for budget), or while one
+// reply write or WRITE payload read stays blocked.
+func (c *conn) sweep() {
+	c.mu.Lock()
+	t, closing := c.tx, c.closing
+	c.mu.Unlock()
+	if t == nil || closing {
+		return
+	}
+	r, w := c.rseq.Load(), c.wseq.Load()
+	if r != c.lastR || w != c.lastW {
+		c.lastR, c.lastW, c.idle = r, w, 0
+		return
+	}
+	clientOwes := r&1 != 0 || w&1 != 0
+	if !clientOwes && len(t.free) < cap(t.free) {
+		c.idle = 0 // requests are in the Backend or wait for budget
+		return
+	}
+	if c.idle++; c.idle <= idleTicks {
+		return
+	}
+	c.idle = 0
+	what := "no request and no reply"
+	switch {
+	case w&1 != 0:
+		what = "a reply write blocked"
+	case r&1 != 0:
+		what = "a write payload stalled"
+	}
+	c.s.log.Warn("nbd: idle connection dropped", "remote", remoteName(c.nc), "timeout", c.s.cfg.IdleTimeout, "reason", what)
+	c.dropped.Store(true)
+	c.nc.Close()
 }
 
 // serve runs the connection to its end and closes it.
@@ -225,7 +273,8 @@ func (c *conn) option(opt uint32, data []byte) (x *exp, done bool, err error) {
 		err := t.HandshakeContext(ctx)
 		cancel()
 		if err != nil {
-			return nil, true, fmt.Errorf("nbd: TLS handshake: %w", err)
+			s.log.Warn("nbd: TLS handshake failed", "remote", remoteName(c.nc), "err", err)
+			return nil, true, errClosed
 		}
 		c.rw = t
 		c.tlsActive = true

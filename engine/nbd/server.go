@@ -27,7 +27,11 @@
 // Each connection has one reader goroutine that parses and validates
 // requests, a bounded pool of workers that call the Backend, and one writer
 // that sends replies in completion order, batching small replies into one
-// write. Payload buffers are pooled.
+// write. Payload buffers are pooled. The payload bytes in flight are bounded
+// per connection and over all connections (Limits, shared by Servers that
+// are given the same one; small requests beyond it use a 1 MiB reserve of
+// their connection), as are the connections; an idle sweep drops
+// connections that neither send requests nor take their replies.
 package nbd
 
 import (
@@ -39,6 +43,7 @@ import (
 	"net"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"mdtool/engine/export"
@@ -82,8 +87,27 @@ type Config struct {
 	// executing or waiting for their reply (default 128).
 	MaxInFlight int
 	// MaxInFlightBytes bounds the payload bytes per connection held by such
-	// requests (default 256 MiB).
+	// requests (default: half the shared budget, so that a single
+	// connection whose client does not take its replies cannot hold all
+	// of it).
 	MaxInFlightBytes int64
+
+	// Limits are shared by every connection of the Server (and of the
+	// other Servers given the same Limits): the payload bytes in flight
+	// and the number of connections. Nil: NewLimits(MaxConns, MaxBytes).
+	Limits *Limits
+	// MaxConns bounds the connections served at once when Limits is nil
+	// (default 64); further connections are closed at once.
+	MaxConns int
+	// MaxBytes bounds the payload bytes in flight (read replies and write
+	// payloads, counted by their buffer size) over all connections when
+	// Limits is nil (default 256 MiB).
+	MaxBytes int64
+	// IdleTimeout drops a connection that for this long neither sends a
+	// request nor takes its replies: no request was read, no reply written
+	// (or one write blocked all along), and no request of it is in the
+	// Backend (default 5 minutes; negative: never).
+	IdleTimeout time.Duration
 	// MaxPayload caps the maximum payload advertised in
 	// NBD_INFO_BLOCK_SIZE (default and upper limit 32 MiB); the advertised
 	// value is the smaller of this and the Backend's maximum.
@@ -96,8 +120,68 @@ type Config struct {
 	Logger *slog.Logger
 }
 
+// Defaults of Config and NewLimits.
+const (
+	DefaultMaxConns    = 64
+	DefaultMaxBytes    = 256 << 20
+	DefaultIdleTimeout = 5 * time.Minute
+)
+
+// Limits are resources shared by the connections of one or more Servers.
+type Limits struct {
+	mem      *budget
+	maxConns int64
+	conns    atomic.Int64
+
+	refused   atomic.Int64 // connections refused since the last log line
+	refusedAt atomic.Int64 // time of that line (UnixNano)
+}
+
+// NewLimits returns Limits of maxConns connections (<= 0: DefaultMaxConns)
+// and maxBytes payload bytes in flight (<= 0: DefaultMaxBytes).
+func NewLimits(maxConns int, maxBytes int64) *Limits {
+	if maxConns <= 0 {
+		maxConns = DefaultMaxConns
+	}
+	if maxBytes <= 0 {
+		maxBytes = DefaultMaxBytes
+	}
+	return &Limits{mem: newBudget(maxBytes), maxConns: int64(maxConns)}
+}
+
+// Conns is the number of connections served.
+func (l *Limits) Conns() int { return int(l.conns.Load()) }
+
+// InFlightBytes is the payload memory held by requests in flight.
+func (l *Limits) InFlightBytes() int64 { return l.mem.inUse() }
+
+// admit counts a new connection; false when the limit is reached.
+func (l *Limits) admit() bool {
+	if l.conns.Add(1) > l.maxConns {
+		l.conns.Add(-1)
+		return false
+	}
+	return true
+}
+
+// refuse counts a refused connection and says whether to log it (at most
+// once a second) and how many were refused since the last line.
+func (l *Limits) refuse() (n int64, logIt bool) {
+	l.refused.Add(1)
+	now := time.Now().UnixNano()
+	last := l.refusedAt.Load()
+	if now-last < int64(time.Second) || !l.refusedAt.CompareAndSwap(last, now) {
+		return 0, false
+	}
+	return l.refused.Swap(0), true
+}
+
 // ErrServerClosed is returned by Serve after Close.
 var ErrServerClosed = errors.New("nbd: server closed")
+
+// ErrTooManyConns is returned by ServeConn when the connection limit is
+// reached.
+var ErrTooManyConns = errors.New("nbd: connection limit reached")
 
 // exp is an Export with its advertised constraints.
 type exp struct {
@@ -119,6 +203,8 @@ type Server struct {
 	wg        sync.WaitGroup
 	closeOnce sync.Once
 	closeErr  error
+	sweeping  bool          // the idle sweeper runs
+	stopSweep chan struct{} // closed by Close
 }
 
 // NewServer checks cfg and returns a Server.
@@ -141,8 +227,14 @@ func NewServer(cfg Config) (*Server, error) {
 	if cfg.Workers > cfg.MaxInFlight {
 		cfg.Workers = cfg.MaxInFlight
 	}
+	if cfg.Limits == nil {
+		cfg.Limits = NewLimits(cfg.MaxConns, cfg.MaxBytes)
+	}
 	if cfg.MaxInFlightBytes <= 0 {
-		cfg.MaxInFlightBytes = 256 << 20
+		cfg.MaxInFlightBytes = max(cfg.Limits.mem.max/2, 1)
+	}
+	if cfg.IdleTimeout == 0 {
+		cfg.IdleTimeout = DefaultIdleTimeout
 	}
 	if cfg.MaxPayload == 0 || cfg.MaxPayload > defaultMaxLength {
 		cfg.MaxPayload = defaultMaxLength
@@ -150,7 +242,8 @@ func NewServer(cfg Config) (*Server, error) {
 	if cfg.HandshakeTimeout <= 0 {
 		cfg.HandshakeTimeout = 30 * time.Second
 	}
-	s := &Server{cfg: cfg, log: cfg.Logger, listeners: map[net.Listener]struct{}{}, conns: map[*conn]struct{}{}}
+	s := &Server{cfg: cfg, log: cfg.Logger, listeners: map[net.Listener]struct{}{}, conns: map[*conn]struct{}{},
+		stopSweep: make(chan struct{})}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
@@ -225,6 +318,10 @@ func (s *Server) track(c *conn, l net.Listener) bool {
 	s.wg.Add(1)
 	if c != nil {
 		s.conns[c] = struct{}{}
+		if !s.sweeping && s.cfg.IdleTimeout > 0 {
+			s.sweeping = true
+			go s.sweep()
+		}
 	}
 	if l != nil {
 		s.listeners[l] = struct{}{}
@@ -272,20 +369,65 @@ func (s *Server) Serve(l net.Listener) error {
 			return err
 		}
 		delay = 0
+		lim := s.cfg.Limits
+		if !lim.admit() {
+			s.refuse(nc)
+			continue
+		}
 		c := newConn(s, nc)
 		if !s.track(c, nil) {
+			lim.conns.Add(-1)
 			nc.Close()
 			return ErrServerClosed
 		}
 		go func() {
+			defer lim.conns.Add(-1)
 			defer s.untrack(c, nil)
 			c.serve()
 		}()
 	}
 }
 
+// refuse closes a connection over the limit and logs it (at most one line
+// a second, with the number refused since the previous line).
+func (s *Server) refuse(nc net.Conn) {
+	nc.Close()
+	if n, ok := s.cfg.Limits.refuse(); ok {
+		s.log.Warn("nbd: connection limit reached: connection refused", "remote", remoteName(nc),
+			"limit", s.cfg.Limits.maxConns, "refused", n)
+	}
+}
+
+// idleTicks is the number of sweeps per IdleTimeout: a connection is
+// dropped after being idle for between IdleTimeout and 1.25 times it.
+const idleTicks = 4
+
+// sweep drops idle connections until Close.
+func (s *Server) sweep() {
+	tk := time.NewTicker(max(s.cfg.IdleTimeout/idleTicks, time.Millisecond))
+	defer tk.Stop()
+	for {
+		select {
+		case <-s.stopSweep:
+			return
+		case <-tk.C:
+		}
+		s.mu.Lock()
+		for c := range s.conns {
+			c.sweep()
+		}
+		s.mu.Unlock()
+	}
+}
+
 // ServeConn serves one connection and returns when it ends; it closes nc.
 func (s *Server) ServeConn(nc net.Conn) error {
+	lim := s.cfg.Limits
+	if !lim.admit() {
+		s.refuse(nc)
+		return ErrTooManyConns
+	}
+	defer lim.conns.Add(-1)
 	c := newConn(s, nc)
 	if !s.track(c, nil) {
 		nc.Close()
@@ -352,6 +494,7 @@ func (s *Server) Close() error {
 	s.closeOnce.Do(func() {
 		s.mu.Lock()
 		s.closed = true
+		close(s.stopSweep)
 		for l := range s.listeners {
 			l.Close()
 		}

@@ -32,8 +32,18 @@ type request struct {
 	msg   string  // static error message for structured error chunks
 	data  *buffer // READ and WRITE payload
 	n     int     // READ: bytes read before an error
-	held  int64   // budget bytes
+	held  int64   // bytes of the connection's budget
+	gheld int64   // bytes of the shared budget
+	rheld int64   // bytes of the connection's reserve
+	w     waiter  // for waiting on either
 }
+
+// reserveBytes is each connection's own budget for requests of at most
+// that size when the shared budget is spent, so that a client is served
+// (with up to this much in flight) while others hold the shared budget; in
+// flight over all connections are at most Limits' bytes plus reserveBytes
+// per connection.
+const reserveBytes = 1 << 20
 
 // transmission is the state of a connection in the transmission phase.
 type transmission struct {
@@ -50,7 +60,9 @@ type transmission struct {
 	free    chan *request
 	work    chan *request
 	replies chan *request
-	budget  *budget
+	budget  *budget // this connection's
+	shared  *budget // every connection's (Limits)
+	reserve *budget // this connection's, for small requests when shared is spent
 
 	// inlineMax is the longest READ or WRITE the reader may execute itself
 	// (0: never); fastNs is a moving average of how long such requests
@@ -98,6 +110,8 @@ func (c *conn) transmit(x *exp, log *slog.Logger) error {
 		work:       make(chan *request, cfg.MaxInFlight),
 		replies:    make(chan *request, cfg.MaxInFlight),
 		budget:     newBudget(cfg.MaxInFlightBytes),
+		shared:     cfg.Limits.mem,
+		reserve:    newBudget(reserveBytes),
 		wbuf:       make([]byte, 0, flushAtBytes+inlineData+64),
 		inlineMax:  uint32(cfg.InlineMax),
 	}
@@ -111,6 +125,9 @@ func (c *conn) transmit(x *exp, log *slog.Logger) error {
 	for i := range slots {
 		t.free <- &slots[i]
 	}
+	c.mu.Lock()
+	c.tx = t
+	c.mu.Unlock()
 	writerDone := make(chan struct{})
 	go t.writer(writerDone)
 	var workers sync.WaitGroup
@@ -212,6 +229,10 @@ func (t *transmission) reader() (relieved bool, err error) {
 	br := t.br
 	var h [requestSize]byte
 	for {
+		if t.c.dropped.Load() {
+			// Requests already buffered would only hold budget.
+			return false, net.ErrClosed
+		}
 		if _, err := io.ReadFull(br, h[:]); err != nil {
 			return false, err
 		}
@@ -235,23 +256,45 @@ func (t *transmission) reader() (relieved bool, err error) {
 					t.replies <- r
 					return false, fmt.Errorf("nbd: refused write payload of %d bytes: disconnecting", r.length)
 				}
+				t.c.rseq.Add(1)
 				if _, err := io.CopyN(io.Discard, br, int64(r.length)); err != nil {
 					t.free <- r
 					return false, err
 				}
+				t.c.rseq.Add(1)
+			} else {
+				t.c.rseq.Add(2)
 			}
 			t.replies <- r
 			continue
 		}
 		if (r.typ == cmdRead || r.typ == cmdWrite) && r.length > 0 {
-			r.held = t.budget.acquire(int64(r.length))
+			n := bufCap(int(r.length))
+			r.held = t.budget.acquire(n, &r.w)
+			switch {
+			case n > reserveBytes:
+				r.gheld = t.shared.acquire(n, &r.w)
+			case t.shared.tryAcquire(n):
+				r.gheld = n
+			default:
+				// The shared budget is spent (perhaps by clients that do
+				// not take their replies): small requests still go
+				// through, on this connection's own reserve.
+				r.rheld = t.reserve.acquire(n, &r.w)
+			}
 			r.data = getBuffer(int(r.length))
 			if r.typ == cmdWrite {
+				t.c.rseq.Add(1)
 				if _, err := io.ReadFull(br, r.data.b); err != nil {
 					t.recycle(r)
 					return false, err
 				}
+				t.c.rseq.Add(1)
+			} else {
+				t.c.rseq.Add(2)
 			}
+		} else {
+			t.c.rseq.Add(2)
 		}
 		if t.inline(r) {
 			// Once inlineState says busy, t.seq, t.br and t.heldBack
@@ -466,8 +509,10 @@ func (t *transmission) recycleData(r *request) {
 		putBuffer(r.data)
 		r.data = nil
 	}
+	t.shared.release(r.gheld)
+	t.reserve.release(r.rheld)
 	t.budget.release(r.held)
-	r.held = 0
+	r.held, r.gheld, r.rheld = 0, 0, 0
 }
 
 func (t *transmission) recycle(r *request) {
@@ -631,7 +676,9 @@ func (t *transmission) payload(p []byte) {
 	}
 	if t.werr == nil {
 		t.iov = append(t.iov[:0], t.wbuf, p)
+		t.c.wseq.Add(1)
 		_, err := t.iov.WriteTo(t.c.rw)
+		t.c.wseq.Add(1)
 		t.writeFailed(err)
 	}
 	t.iov = t.iov[:0]
@@ -640,7 +687,9 @@ func (t *transmission) payload(p []byte) {
 
 func (t *transmission) flush() {
 	if len(t.wbuf) > 0 && t.werr == nil {
+		t.c.wseq.Add(1)
 		_, err := t.c.rw.Write(t.wbuf)
+		t.c.wseq.Add(1)
 		t.writeFailed(err)
 	}
 	t.wbuf = t.wbuf[:0]
@@ -653,6 +702,7 @@ func (t *transmission) writeFailed(err error) {
 		return
 	}
 	t.werr = err
+	t.c.dropped.Store(true)
 	t.c.nc.Close()
 	if !isEOF(err) {
 		t.log.Info("nbd: write failed", "err", err)
