@@ -1341,6 +1341,7 @@ func (as *assembler) start(j assembleJob, mddev, name string, devs []*asmDev, or
 	opts.Force = as.o.force
 	opts.SafeModeDelay = as.o.srv.safeModeDelay
 	opts.Logf = func(format string, a ...any) { engineLog.printf(mddev+": "+format, a...) }
+	opts.Name = filepath.Base(mddev) // mdname in the kernel-style lines
 	arr, err := engine.Open(edevs, opts)
 	if err != nil {
 		for _, d := range edevs {

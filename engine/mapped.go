@@ -167,8 +167,9 @@ func (a *Array) exceedReadErrors(m *member) bool {
 	if n <= max {
 		return false
 	}
-	a.opts.Logf("md/raid10: device %d: Raid device exceeded read_error threshold [cur %d:max %d]", m.index, n, max)
-	a.opts.Logf("md/raid10: device %d: Failing raid device", m.index)
+	p := mdPrefix(a.level, a.mdName())
+	a.opts.Logf("%s: %s: Raid device exceeded read_error threshold [cur %d:max %d]", p, a.devName(m), n, max)
+	a.opts.Logf("%s: %s: Failing raid device", p, a.devName(m))
 	a.failMember(m, fmt.Errorf("%d read errors corrected, more than max_read_errors %d", n-1, max))
 	return m.State() == Faulty
 }
