@@ -123,7 +123,7 @@ func (mp *mappedPers) read(p []byte, sector uint64) error {
 		}
 		start := sector + uint64(op.tag)
 		bad := op.m
-		if a.level == layout.RAID10 && a.exceedReadErrors(bad) {
+		if bad.State() == Faulty || a.level == layout.RAID10 && a.exceedReadErrors(bad) {
 			// failed: the range comes from the other copies
 			if err := mp.fixRead(op.bufs[0], start, bad, op.err); err != nil {
 				return err

@@ -178,9 +178,15 @@ func (sp *stripedPers) read(p []byte, sector uint64) error {
 		a.stats.readErrors.add(uint64(op.off), 1)
 		a.opts.Logf("md/%v: read error on device %d at byte %d: %v", a.level, op.m.index, op.off, op.err)
 		bad := op.m
-		err := retryPages(op, sector+uint64(op.tag>>9), func(b []byte, s uint64, _ error) error {
-			return sp.degradedRead(b, s, bad)
-		})
+		var err error
+		if bad.State() == Faulty {
+			// failed (past its end): the whole range from the others
+			err = sp.degradedRead(op.bufs[0], sector+uint64(op.tag>>9), bad)
+		} else {
+			err = retryPages(op, sector+uint64(op.tag>>9), func(b []byte, s uint64, _ error) error {
+				return sp.degradedRead(b, s, bad)
+			})
+		}
 		if err != nil {
 			return err
 		}
