@@ -22,7 +22,9 @@ DEVICE may be a member block device or a plain image file of one (mdadm 4.2
 reads an image file as a bitmap file and prints nonsense; mdtool finds the
 superblock and its internal bitmap as it would on a block device). A file
 that starts with a bitmap superblock is read as a legacy external bitmap
-file. For clustered bitmaps the header is followed by one block per node.
+file. For clustered bitmaps the header is followed by one block per node;
+mdtool lists at most the node blocks that fit between the bitmap and the
+data (a larger nodes field is damage: it says so and lists those).
 Version 6 (the experimental "lockless" bitmap of mdadm 4.6) is recognised
 and reported as such; its chunks are not counted.
 
