@@ -1347,6 +1347,10 @@ func (as *assembler) start(j assembleJob, mddev, name string, devs []*asmDev, or
 		for _, d := range edevs {
 			d.Close()
 		}
+		if errors.Is(err, engine.ErrZeroSize) {
+			// md would run it, serving nothing: say why it does not start.
+			err = errors.New(strings.TrimPrefix(err.Error(), "engine: "))
+		}
 		as.errf("failed to RUN_ARRAY %s: %v\n", mddev, err)
 		return 1
 	}

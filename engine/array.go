@@ -299,6 +299,11 @@ func Open(devs []Device, opts Options) (*Array, error) {
 		a.opts.Logf("md/raid10: This RAID10 layout does not provide data safety - please backup and create new array")
 	}
 	a.size = int64(a.geo.ArraySectors()) * 512
+	if a.size == 0 {
+		// Nothing to serve: members whose data area (or the component
+		// size) is smaller than one chunk, or 0.
+		return nil, fmt.Errorf("%w (%v, component size %d sectors)", ErrZeroSize, a.level, ref.Size)
+	}
 	a.block = 512
 	for _, m := range a.all {
 		if m.lbs > a.block {
