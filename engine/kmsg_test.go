@@ -83,3 +83,61 @@ func TestFailureLogLines(t *testing.T) {
 		})
 	}
 }
+
+// TestReadErrorLogLines: a repaired read error prints the kernel's lines:
+// raid1/raid10 name the mirror the read was redirected to, and every
+// personality says "read error corrected" with the member's sector
+// (data offset included) and name.
+func TestReadErrorLogLines(t *testing.T) {
+	for _, c := range []struct {
+		s     spec
+		lines []string // %d: the data offset of dev0 in sectors
+	}{
+		{spec{level: "raid1", n: 2}, []string{
+			"md/raid1:md0: redirecting sector 0 to other mirror: dev1",
+			"md/raid1:md0: read error corrected (8 sectors at %d on dev0)"}},
+		{spec{level: "raid10", n: 4, chunkKiB: 64}, []string{
+			"md/raid10:md0: dev1: redirecting sector 0 to another mirror",
+			"md/raid10:md0: read error corrected (8 sectors at %d on dev0)"}},
+		{spec{level: "raid5", n: 3, chunkKiB: 64}, []string{
+			"md/raid:md0: read error corrected (8 sectors at %d on dev0)"}},
+	} {
+		t.Run(c.s.String(), func(t *testing.T) {
+			mems := create(t, c.s)
+			devs := devices(mems)
+			fd := NewFaultDevice(devs[0], 1)
+			devs[0] = fd
+			var mu sync.Mutex
+			var got []string
+			o := testOptions()
+			o.Name = "md0"
+			o.Logf = func(f string, a ...any) {
+				mu.Lock()
+				got = append(got, fmt.Sprintf(f, a...))
+				mu.Unlock()
+			}
+			a, err := Open(devs, o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer a.Close()
+			dataOff := a.roles[0].dataOff
+			fd.AddRule(FaultRule{Ops: OpRead, Off: dataOff, Len: 4096, HealOnWrite: true})
+			if _, err := a.ReadAt(make([]byte, 4096), 0); err != nil {
+				t.Fatal(err)
+			}
+			var want []string
+			for _, l := range c.lines {
+				if strings.Contains(l, "%d") {
+					l = fmt.Sprintf(l, dataOff>>9)
+				}
+				want = append(want, l)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if strings.Join(got, "\n") != strings.Join(want, "\n") {
+				t.Errorf("log\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+			}
+		})
+	}
+}
