@@ -159,7 +159,7 @@ func (src *bitmapSource) clusterNodes(nodes uint32, hdr0 []byte) (n, fit int) {
 	if n <= 0 {
 		return max(n, 0), 0
 	}
-	per := int64(calcBitmapSize(hdr0, 4096))
+	per := max(int64(calcBitmapSize(hdr0, 4096)), 4096) // (a 32-bit size that wrapped)
 	fit = int(min(max(src.space/per, 1), int64(n)))
 	return min(n, fit), fit
 }
@@ -171,7 +171,7 @@ func (src *bitmapSource) nodeSlot(hdr0 []byte) int64 {
 	if src.metadata != "1.0" && src.metadata != "1.1" && src.metadata != "1.2" {
 		return 0
 	}
-	return int64(calcBitmapSize(hdr0, 4096))
+	return max(int64(calcBitmapSize(hdr0, 4096)), 4096)
 }
 
 // bitmapStateName is mdadm's bitmap_state: "OK" for 0, "Out of date" for

@@ -16,17 +16,23 @@ import (
 func TestExamineBitmapClusterNodesBounded(t *testing.T) {
 	for _, tc := range []struct {
 		nodes     uint32
-		slots     int // node slots listed
+		wrap      bool // sync_size and chunksize make calc_bitmap_size wrap to 0
+		slots     int  // node slots listed
 		wantWarn  bool
 		nodesText string
 	}{
-		{1000, -1, true, "   Cluster nodes : 1000\n"},
-		{0xffffffff, 0, false, "   Cluster nodes : -1\n"},
+		{1000, false, -1, true, "   Cluster nodes : 1000\n"},
+		{0xffffffff, false, 0, false, "   Cluster nodes : -1\n"},
+		{1000, true, -2, true, "   Cluster nodes : 1000\n"},
 	} {
 		v := synthVariant{name: "bitmap-nodes", base: "run1/vda", bitmap: true, edit: func(b []byte) {
 			putLE32(sbBitmap(b), 4, 4) // BITMAP_MAJOR_CLUSTERED
 			putLE32(sbBitmap(b), 68, tc.nodes)
 			copy(sbBitmap(b)[72:], "clus")
+			if tc.wrap {
+				putLE64(sbBitmap(b), 40, 8*(1<<32-256)) // sync_size
+				putLE32(sbBitmap(b), 52, 512)           // chunksize
+			}
 		}}
 		img := synthImage(t, v, t.TempDir())
 		for _, argv := range [][]string{{"-X", img}, {"-X", "--brief", img}, {"examine-bitmap", "--json", img}} {
@@ -63,7 +69,7 @@ func TestExamineBitmapClusterNodesBounded(t *testing.T) {
 				if hasProblem != tc.wantWarn {
 					t.Errorf("nodes=%#x json: nodes problem %v, want %v", tc.nodes, hasProblem, tc.wantWarn)
 				}
-				if tc.slots >= 0 && len(d.NodeBitmaps) != tc.slots || tc.slots < 0 && (len(d.NodeBitmaps) == 0 || len(d.NodeBitmaps) >= 1000) {
+				if tc.slots >= 0 && len(d.NodeBitmaps) != tc.slots || tc.slots < 0 && (len(d.NodeBitmaps) == 0 || len(d.NodeBitmaps) > 254) {
 					t.Errorf("nodes=%#x json: %d node bitmaps", tc.nodes, len(d.NodeBitmaps))
 				}
 				continue
@@ -75,7 +81,10 @@ func TestExamineBitmapClusterNodesBounded(t *testing.T) {
 			if tc.slots >= 0 && slots != tc.slots {
 				t.Errorf("nodes=%#x %v: %d node slots listed, want %d", tc.nodes, argv, slots, tc.slots)
 			}
-			if tc.slots < 0 {
+			if tc.slots == -2 && (slots == 0 || slots > 254) {
+				t.Errorf("nodes=%#x wrapped size %v: %d node slots listed", tc.nodes, argv, slots)
+			}
+			if tc.slots == -1 {
 				// run1/vda: the bitmap starts 8 sectors after the 1.2
 				// superblock (sector 16) and the data at sector 2048:
 				// (2048-16)/8 one-page node bitmaps fit.
