@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -154,5 +155,70 @@ func TestTruncatedMemberFails(t *testing.T) {
 				checkContent(t, b, m)
 			})
 		}
+	}
+}
+
+// TestShrunkBlockMemberFails: the same with a block device that shrinks
+// while served (a loop device whose backing file is truncated and whose
+// capacity is refreshed): reads at its end return nothing, writes past it
+// fail with ENOSPC; the member fails and the array serves the data.
+func TestShrunkBlockMemberFails(t *testing.T) {
+	s := spec{level: "raid5", n: 3, chunkKiB: 64}
+	loops := loopImages(t, s, 512)
+	var devs []Device
+	for _, p := range loops {
+		d, err := OpenFile(p, FileOptions{Exclusive: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		devs = append(devs, d)
+	}
+	var mu sync.Mutex
+	var logs []string
+	o := testOptions()
+	o.Name = "md0"
+	o.Logf = func(f string, a ...any) {
+		mu.Lock()
+		logs = append(logs, fmt.Sprintf(f, a...))
+		mu.Unlock()
+	}
+	a, err := Open(devs, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	m := newModel(a.Size())
+	workload(t, a, m, 7, 50)
+	out, err := exec.Command("losetup", "-n", "-O", "BACK-FILE", loops[1]).Output()
+	if err != nil {
+		t.Fatalf("losetup: %v", err)
+	}
+	backing := strings.TrimSpace(string(out))
+	if err := os.Truncate(backing, 1<<20); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("losetup", "-c", loops[1]).CombinedOutput(); err != nil {
+		t.Fatalf("losetup -c: %v %s", err, out)
+	}
+	if size, err := devs[1].(*FileDevice).CurrentSize(); err != nil || size != 1<<20 {
+		t.Fatalf("loop device size %d, %v after the shrink", size, err)
+	}
+	checkContent(t, a, m)
+	workload(t, a, m, 9, 50)
+	checkContent(t, a, m)
+	for _, mi := range a.Members() {
+		if mi.Device == 1 && mi.State != Faulty {
+			t.Errorf("shrunk member: state %v, want faulty", mi.State)
+		}
+	}
+	if a.Degraded() != 1 {
+		t.Errorf("degraded %d, want 1", a.Degraded())
+	}
+	mu.Lock()
+	log := strings.Join(logs, "\n")
+	mu.Unlock()
+	want := "md/raid:md0: Disk failure on " + filepath.Base(loops[1]) + ", disabling device.\nmd/raid:md0: Operation continuing on 2 devices."
+	if !strings.Contains(log, want) || strings.Contains(log, "read error corrected") {
+		t.Errorf("log:\n%s\nwant the failure of %s and no corrections", log, loops[1])
 	}
 }
