@@ -69,7 +69,14 @@ func (a *Array) devName(m *member) string {
 	for {
 		switch x := d.(type) {
 		case interface{ Path() string }:
-			return filepath.Base(x.Path())
+			p := x.Path()
+			if fd, ok := d.(*FileDevice); ok && fd.block {
+				// /dev/disk/by-id/... -> sdb, as the kernel names it
+				if r, err := filepath.EvalSymlinks(p); err == nil {
+					p = r
+				}
+			}
+			return filepath.Base(p)
 		case *FaultDevice:
 			d = x.Device
 			continue
