@@ -1371,10 +1371,15 @@ func (as *assembler) start(j assembleJob, mddev, name string, devs []*asmDev, or
 	opts.Force = as.o.force
 	opts.SafeModeDelay = as.o.srv.safeModeDelay
 	opts.Logf = func(format string, a ...any) { engineLog.printf(mddev+": "+format, a...) }
+	opts.Name = filepath.Base(mddev) // mdname in the kernel-style lines
 	arr, err := engine.Open(edevs, opts)
 	if err != nil {
 		for _, d := range edevs {
 			d.Close()
+		}
+		if errors.Is(err, engine.ErrZeroSize) {
+			// md would run it, serving nothing: say why it does not start.
+			err = errors.New(strings.TrimPrefix(err.Error(), "engine: "))
 		}
 		as.errf("failed to RUN_ARRAY %s: %v\n", mddev, err)
 		return 1

@@ -24,7 +24,9 @@ DEVICE may be a member block device or a plain image file of one (mdadm 4.2
 reads an image file as a bitmap file and prints nonsense; mdtool finds the
 superblock and its internal bitmap as it would on a block device). A file
 that starts with a bitmap superblock is read as a legacy external bitmap
-file. For clustered bitmaps the header is followed by one block per node.
+file. For clustered bitmaps the header is followed by one block per node;
+mdtool lists at most the node blocks that fit between the bitmap and the
+data (a larger nodes field is damage: it says so and lists those).
 Version 6 (the experimental "lockless" bitmap of mdadm 4.6) is recognised
 and reported as such; its chunks are not counted.
 
@@ -80,6 +82,9 @@ type bitmapSource struct {
 	// nodeOffset returns the offset of node i's bitmap given node 0's
 	// header bytes.
 	nodeOffset func(i int, hdr0 []byte) int64
+	// space is the bytes from off that the node bitmaps may take: up to
+	// the data or the superblock on a v1.x device, or the device's end.
+	space int64
 }
 
 // bitmapRead is what bitmap_fd_read returns.
@@ -97,8 +102,9 @@ func (r *bitmapRead) version() uint32 { return binary.LittleEndian.Uint32(r.hdr[
 
 // readBitmapAt is bitmap_fd_read at byte offset off: the header, and unless
 // brief (or sync_size or chunksize is 0) the count of the bits; a device
-// that ends before the bits do counts what is there.
-func readBitmapAt(p *mdProbe, off int64, brief bool) (*bitmapRead, error) {
+// that ends before the bits do counts what is there. limit > 0 bounds
+// the bytes read from off (a node's slot of a clustered bitmap).
+func readBitmapAt(p *mdProbe, off int64, brief bool, limit ...int64) (*bitmapRead, error) {
 	hdr := make([]byte, bitmap.HeaderSize)
 	n, err := p.m.ReadAt(hdr, off)
 	if n < bitmap.HeaderSize {
@@ -123,7 +129,11 @@ func readBitmapAt(p *mdProbe, off int64, brief bool) (*bitmapRead, error) {
 	}
 	want := r.h.Chunks()
 	nbytes := (want + 7) / 8
-	if avail := int64(p.size) - off - bitmap.HeaderSize; avail < int64(nbytes) {
+	avail := int64(p.size) - off - bitmap.HeaderSize
+	if len(limit) > 0 && limit[0] > 0 {
+		avail = min(avail, limit[0]-bitmap.HeaderSize)
+	}
+	if avail < int64(nbytes) {
 		if avail < 0 {
 			avail = 0
 		}
@@ -139,18 +149,31 @@ func readBitmapAt(p *mdProbe, off int64, brief bool) (*bitmapRead, error) {
 	return r, nil
 }
 
-// maxClusterNodes caps the per-node listing of a damaged header (mdadm
-// would try to list up to 2^31 nodes).
-const maxClusterNodes = 1024
-
-// clusterNodes is how many node bitmaps to list: nodes as mdadm's int,
-// at most maxClusterNodes.
-func clusterNodes(nodes uint32) int {
-	n := int(int32(nodes))
-	if n > maxClusterNodes {
-		n = maxClusterNodes
+// clusterNodes is how many node bitmaps to list, and how many fit. mdadm
+// lists nodes (as an int: none when it is negative) node bitmaps, each
+// calc_bitmap_size(node 0's header, 4096) further; a valid clustered
+// bitmap has room for all of them (mdadm's write_bitmap1 refuses more
+// nodes than fit: "The max num of nodes can't exceed"). A damaged nodes
+// field is cut to the node bitmaps that fit in the bitmap area, so that
+// it costs no more than reading that area.
+func (src *bitmapSource) clusterNodes(nodes uint32, hdr0 []byte) (n, fit int) {
+	n = int(int32(nodes))
+	if n <= 0 {
+		return max(n, 0), 0
 	}
-	return n
+	per := max(int64(calcBitmapSize(hdr0, 4096)), 4096) // (a 32-bit size that wrapped)
+	fit = int(min(max(src.space/per, 1), int64(n)))
+	return min(n, fit), fit
+}
+
+// nodeSlot is the bytes of one node's bitmap (header and bits) of a
+// clustered bitmap on a v1.x device: what mdadm steps by from node to
+// node. Elsewhere every node reads the same bitmap: no bound.
+func (src *bitmapSource) nodeSlot(hdr0 []byte) int64 {
+	if src.metadata != "1.0" && src.metadata != "1.1" && src.metadata != "1.2" {
+		return 0
+	}
+	return max(int64(calcBitmapSize(hdr0, 4096)), 4096)
 }
 
 // bitmapStateName is mdadm's bitmap_state: "OK" for 0, "Out of date" for
@@ -218,6 +241,16 @@ func locateBitmap(path string) (*bitmapSource, error) {
 		}
 		base := int64(f.superOffset()) + int64(f.bitmapOffset())
 		src.off = base * 512
+		// The node bitmaps lie between the bitmap and the data (1.1,
+		// 1.2) or the superblock (1.0). The bad-block log is not a
+		// bound: neither mdadm nor md-cluster checks it.
+		end := int64(p.size >> 9)
+		for _, e := range []int64{int64(f.dataOffset()), int64(f.superOffset())} {
+			if e > base && e < end {
+				end = e
+			}
+		}
+		src.space = (end - base) * 512
 		src.nodeOffset = func(i int, _ []byte) int64 {
 			per := int64(calcBitmapSize(p.v1.bsb(), 4096) >> 9)
 			return (base + per*int64(i)) * 512
@@ -225,6 +258,11 @@ func locateBitmap(path string) (*bitmapSource, error) {
 	}
 	if src.off < 0 {
 		src.off = 0
+	}
+	if src.space <= 0 || src.metadata != "1.0" && src.metadata != "1.1" && src.metadata != "1.2" {
+		// files, 0.90, bare devices: every node reads the same place;
+		// bound it by the device.
+		src.space = max(int64(p.size)-src.off, 0)
 	}
 	return src, nil
 }
@@ -341,8 +379,12 @@ func examineBitmapText(env *Env, out io.Writer, dev string, brief bool) int {
 	}
 	p("   Cluster nodes : %d\n", int32(h.Nodes))
 	p("    Cluster name : %-64s\n", cString(r.hdr[72:256]))
-	for i := 0; i < clusterNodes(h.Nodes); i++ {
-		nr, err := readBitmapAt(src.p, src.nodeOffset(i, r.hdr), brief)
+	nodes, fit := src.clusterNodes(h.Nodes, r.hdr)
+	if nodes < int(int32(h.Nodes)) {
+		errf("cluster nodes %d: only %d node bitmaps fit in the bitmap area; listing those\n", int32(h.Nodes), fit)
+	}
+	for i := 0; i < nodes; i++ {
+		nr, err := readBitmapAt(src.p, src.nodeOffset(i, r.hdr), brief, src.nodeSlot(r.hdr))
 		if err != nil {
 			p("   Unable to read bitmap on node: %d\n", i)
 			continue
@@ -464,9 +506,14 @@ func examineBitmapJSON(env *Env, dev string, brief bool) (*jsonBitmapDoc, int) {
 	if !brief && !d.Lockless {
 		d.Bits, d.Dirty, d.DirtyPercent = exPtr(r.total), exPtr(r.dirty), exPtr(dirtyPercent(r.dirty, r.total))
 	}
-	for i := 0; i < clusterNodes(h.Nodes) && !d.Lockless; i++ {
+	nodes, fit := src.clusterNodes(h.Nodes, r.hdr)
+	if nodes < int(int32(h.Nodes)) && !d.Lockless {
+		d.Problems = append(d.Problems, jsonProblem{"bitmap", src.off, "nodes",
+			fmt.Sprintf("%d nodes, only %d node bitmaps fit in the bitmap area", int32(h.Nodes), fit)})
+	}
+	for i := 0; i < nodes && !d.Lockless; i++ {
 		off := src.nodeOffset(i, r.hdr)
-		nr, err := readBitmapAt(src.p, off, brief)
+		nr, err := readBitmapAt(src.p, off, brief, src.nodeSlot(r.hdr))
 		if err != nil {
 			d.Problems = append(d.Problems, jsonProblem{"bitmap", off, "", fmt.Sprintf("node %d: %v", i, err)})
 			continue

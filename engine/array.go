@@ -55,6 +55,9 @@ type Options struct {
 	Clock func() time.Time
 	// Logf receives kernel-log-like messages (member failures, repairs).
 	Logf func(format string, args ...any)
+	// Name is the array's name in those messages (the kernel's mdname,
+	// e.g. "md0"); default "md".
+	Name string
 	// MaxCorrectedReadErrors is md's max_read_errors (sysfs
 	// max_corr_read_errors): a raid10 member that needs more read-error
 	// repairs than this, counted with md's decay (halved for every hour
@@ -296,6 +299,11 @@ func Open(devs []Device, opts Options) (*Array, error) {
 		a.opts.Logf("md/raid10: This RAID10 layout does not provide data safety - please backup and create new array")
 	}
 	a.size = int64(a.geo.ArraySectors()) * 512
+	if a.size == 0 {
+		// Nothing to serve: members whose data area (or the component
+		// size) is smaller than one chunk, or 0.
+		return nil, fmt.Errorf("%w (%v, component size %d sectors)", ErrZeroSize, a.level, ref.Size)
+	}
 	a.block = 512
 	for _, m := range a.all {
 		if m.lbs > a.block {
@@ -956,8 +964,11 @@ func (a *Array) markFaulty(m *member, cause error) bool {
 		return true
 	}
 	if !a.redundant() {
+		if !a.failed.Load() {
+			// raid0_error/linear_error: MD_BROKEN, said once.
+			a.logLines(failureLines(a.level, a.mdName(), a.devName(m), 0, a.n, false, true))
+		}
 		a.setFailed(fmt.Sprintf("%v has no redundancy and device %d failed: %v", a.level, m.index, cause))
-		a.opts.Logf("md: %v: member %d failed: %v; array broken", a.level, m.index, cause)
 		return false
 	}
 	if st == InSync && (a.level == layout.RAID1 || a.level == layout.RAID10) {
@@ -965,15 +976,15 @@ func (a *Array) markFaulty(m *member, cause error) bool {
 		ok := a.checkRedundancy() == nil
 		m.state.Store(uint32(st))
 		if !ok {
-			a.opts.Logf("md/%v: not failing device %d, it holds the last copy of some data: %v", a.level, m.index, cause)
+			a.logLines(failureLines(a.level, a.mdName(), a.devName(m), a.degraded(), a.n, true, false))
 			return false
 		}
 	}
 	m.state.Store(uint32(Faulty))
-	a.opts.Logf("md/%v: Disk failure on device %d (role %d), disabling device. Operation continuing on %d devices.",
-		a.level, m.index, m.role, a.n-a.degraded())
-	if err := a.checkRedundancy(); err != nil {
-		a.setFailed(fmt.Sprintf("device %d (role %d) failed: %v; %v", m.index, m.role, cause, err))
+	rerr := a.checkRedundancy()
+	a.logLines(failureLines(a.level, a.mdName(), a.devName(m), a.degraded(), a.n, false, rerr != nil))
+	if rerr != nil {
+		a.setFailed(fmt.Sprintf("device %d (role %d) failed: %v; %v", m.index, m.role, cause, rerr))
 	}
 	a.meta.devsDirty.Store(true)
 	return true

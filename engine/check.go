@@ -222,7 +222,9 @@ func (a *Array) syncMirror(s, max uint64, repair bool) (mismatches, done, writte
 		b := make([]byte, n<<9)
 		if _, rerr := m.dev.ReadAt(b, m.dataOff+int64(l.Sector)<<9); rerr != nil {
 			a.stats.readErrors.add(s, 1)
-			badLocs = append(badLocs, l)
+			if !a.ioFailed(m, rerr) {
+				badLocs = append(badLocs, l) // rewritten below
+			}
 			continue
 		}
 		bufs = append(bufs, b)

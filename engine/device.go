@@ -74,6 +74,12 @@ type InPlaceWriter interface {
 var (
 	// ErrAlignment: the request is not aligned to the logical block size.
 	ErrAlignment = errors.New("engine: request not aligned to the logical block size")
+	// ErrBeyondEnd: member I/O at or past the device's current end (a
+	// file truncated or a device shrunk while it is served). Not a media
+	// error that rewriting repairs: the engine fails the member.
+	ErrBeyondEnd = errors.New("engine: I/O beyond the end of the device")
+	// ErrZeroSize: the array would have no data (Open refuses it).
+	ErrZeroSize = errors.New("engine: array size is 0")
 	// ErrRange: the request goes beyond the end of the device or array.
 	ErrRange = errors.New("engine: request beyond the end")
 	// ErrClosed: the array or device is closed.

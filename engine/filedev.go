@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 
@@ -101,7 +102,8 @@ func (d *FileDevice) ReadAt(p []byte, off int64) (int, error) {
 		return 0, err
 	}
 	if d.aligned(p) {
-		return preadFull(d.fd, p, off)
+		n, err := preadFull(d.fd, p, off)
+		return n, d.endError(err, off, len(p))
 	}
 	done := 0
 	for done < len(p) {
@@ -111,10 +113,58 @@ func (d *FileDevice) ReadAt(p []byte, off int64) (int, error) {
 		putBuf(b)
 		done += n
 		if err != nil {
-			return done, err
+			return done, d.endError(err, off, len(p))
 		}
 	}
 	return done, nil
+}
+
+// CurrentSize is the device's size now: the file's (which a truncate
+// changes while it is served) or the block device's.
+func (d *FileDevice) CurrentSize() (int64, error) {
+	if d.block {
+		var size uint64
+		_, _, errno := unix.Syscall(unix.SYS_IOCTL, uintptr(d.fd), uintptr(unix.BLKGETSIZE64), uintptr(unsafe.Pointer(&size)))
+		if errno != 0 {
+			return 0, &os.PathError{Op: "ioctl(BLKGETSIZE64)", Path: d.path, Err: errno}
+		}
+		return int64(size), nil
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(d.fd, &st); err != nil {
+		return 0, &os.PathError{Op: "fstat", Path: d.path, Err: err}
+	}
+	return st.Size, nil
+}
+
+// endError marks err as ErrBeyondEnd when [off, off+n) is no longer
+// inside the device (a short read at its end, ENXIO/EINVAL/ENOSPC of a
+// block device past its end).
+func (d *FileDevice) endError(err error, off int64, n int) error {
+	if err == nil || errors.Is(err, ErrBeyondEnd) {
+		return err
+	}
+	if size, serr := d.CurrentSize(); serr == nil && off+int64(n) > size {
+		return fmt.Errorf("%s: %w (%d bytes at %d, device size now %d): %v", d.path, ErrBeyondEnd, n, off, size, err)
+	}
+	return err
+}
+
+// checkEnd refuses, on a regular file, a write or zeroing that would
+// reach past the file's current end: pwrite would extend a truncated
+// member again with holes that read back as zeroes.
+func (d *FileDevice) checkEnd(off, n int64) error {
+	if d.block {
+		return nil
+	}
+	size, err := d.CurrentSize()
+	if err != nil {
+		return err
+	}
+	if off+n > size {
+		return fmt.Errorf("%s: %w (%d bytes at %d, file size now %d)", d.path, ErrBeyondEnd, n, off, size)
+	}
+	return nil
 }
 
 // WriteAt writes with pwrite.
@@ -131,8 +181,12 @@ func (d *FileDevice) write(p []byte, off int64, flags int) (int, error) {
 	if err := d.checkIO(p, off); err != nil {
 		return 0, err
 	}
+	if err := d.checkEnd(off, int64(len(p))); err != nil {
+		return 0, err
+	}
 	if d.aligned(p) {
-		return pwriteFull(d.fd, p, off, flags)
+		n, err := pwriteFull(d.fd, p, off, flags)
+		return n, d.endError(err, off, len(p))
 	}
 	done := 0
 	for done < len(p) {
@@ -142,7 +196,7 @@ func (d *FileDevice) write(p []byte, off int64, flags int) (int, error) {
 		putBuf(b)
 		done += n
 		if err != nil {
-			return done, err
+			return done, d.endError(err, off, len(p))
 		}
 	}
 	return done, nil
@@ -159,7 +213,7 @@ func preadFull(fd int, p []byte, off int64) (int, error) {
 			return done, &os.PathError{Op: "pread", Path: "", Err: err}
 		}
 		if n == 0 {
-			return done, fmt.Errorf("pread at %d: unexpected end of device", off+int64(done))
+			return done, fmt.Errorf("pread at %d: %w", off+int64(done), ErrBeyondEnd)
 		}
 		done += n
 	}
@@ -225,6 +279,9 @@ func (d *FileDevice) WriteZeroes(off, n int64) error {
 	}
 	if n == 0 {
 		return nil
+	}
+	if err := d.checkEnd(off, n); err != nil {
+		return err
 	}
 	if ioctl.ZeroOut(d.f, uint64(off), uint64(n)) == nil {
 		return nil

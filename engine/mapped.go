@@ -123,7 +123,7 @@ func (mp *mappedPers) read(p []byte, sector uint64) error {
 		}
 		start := sector + uint64(op.tag)
 		bad := op.m
-		if a.level == layout.RAID10 && a.exceedReadErrors(bad) {
+		if bad.State() == Faulty || a.level == layout.RAID10 && a.exceedReadErrors(bad) {
 			// failed: the range comes from the other copies
 			if err := mp.fixRead(op.bufs[0], start, bad, op.err); err != nil {
 				return err
@@ -167,8 +167,9 @@ func (a *Array) exceedReadErrors(m *member) bool {
 	if n <= max {
 		return false
 	}
-	a.opts.Logf("md/raid10: device %d: Raid device exceeded read_error threshold [cur %d:max %d]", m.index, n, max)
-	a.opts.Logf("md/raid10: device %d: Failing raid device", m.index)
+	p := mdPrefix(a.level, a.mdName())
+	a.opts.Logf("%s: %s: Raid device exceeded read_error threshold [cur %d:max %d]", p, a.devName(m), n, max)
+	a.opts.Logf("%s: %s: Failing raid device", p, a.devName(m))
 	a.failMember(m, fmt.Errorf("%d read errors corrected, more than max_read_errors %d", n-1, max))
 	return m.State() == Faulty
 }
@@ -178,7 +179,7 @@ func (a *Array) exceedReadErrors(m *member) bool {
 // check that it reads back; a member whose rewrite fails becomes faulty.
 func (mp *mappedPers) fixRead(p []byte, sector uint64, bad *member, cause error) error {
 	a := mp.a
-	a.opts.Logf("md/%v: read error on device %d at array sector %d: %v", a.level, bad.index, sector, cause)
+	pfx := mdPrefix(a.level, a.mdName())
 	lp := locsPool.Get().(*[]layout.Loc)
 	defer locsPool.Put(lp)
 	n := uint64(len(p) >> 9)
@@ -210,8 +211,16 @@ func (mp *mappedPers) fixRead(p []byte, sector uint64, bad *member, cause error)
 				continue
 			}
 			got = true
+			// handle_read_error / raid10_read_request: the read goes to
+			// another copy.
+			if a.level == layout.RAID10 {
+				a.opts.Logf("%s: %s: redirecting sector %d to another mirror", pfx, a.devName(m), s)
+			} else {
+				a.opts.Logf("%s: redirecting sector %d to other mirror: %s", pfx, s, a.devName(m))
+			}
 		}
 		if !got {
+			a.opts.Logf("%s: %s: unrecoverable I/O read error for block %d", pfx, a.devName(bad), s)
 			return fmt.Errorf("%w: sector %d unreadable on every copy: %v", ErrFailed, s, cause)
 		}
 		a.stats.degradedReads.add(s, 1)
@@ -228,7 +237,7 @@ func (mp *mappedPers) fixRead(p []byte, sector uint64, bad *member, cause error)
 			} else {
 				bad.corrected.Add(1)
 				a.stats.correctedReads.add(s, 1)
-				a.opts.Logf("md/%v: read error corrected (%d sectors at %d on device %d)", a.level, c, badLoc.Sector, bad.index)
+				a.opts.Logf("%s: read error corrected (%d sectors at %d on %s)", pfx, c, badLoc.Sector+uint64(bad.dataOff>>9), a.devName(bad))
 			}
 		}
 		s += c

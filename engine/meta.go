@@ -245,6 +245,7 @@ func (a *Array) updateSuperLocked(force bool) error {
 		for _, m := range failed {
 			errs = append(errs, fmt.Errorf("superblock write to device %d failed", m.index))
 			m.state.Store(uint32(Faulty))
+			a.logLines(failureLines(a.level, a.mdName(), a.devName(m), a.degraded(), a.n, false, a.checkRedundancy() != nil))
 		}
 		if err := a.checkRedundancy(); err != nil {
 			a.setFailed(fmt.Sprintf("superblock writes failed: %v", err))

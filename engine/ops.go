@@ -215,6 +215,12 @@ func (a *Array) exec(op *memOp) {
 		}
 		if err != nil {
 			op.err = err
+			if !op.write {
+				// A read past the member's end fails the member before
+				// the caller handles the error (write errors fail it
+				// there anyway).
+				a.ioFailed(op.m, err)
+			}
 			return
 		}
 		off += int64(len(b))

@@ -335,7 +335,7 @@ func (a *Array) copyOnto(locs []layout.Loc, n uint64, targets []*member, only *m
 		}
 		if _, err := m.dev.ReadAt(b, m.dataOff+int64(l.Sector)<<9); err != nil {
 			a.stats.readErrors.add(l.Sector, 1)
-			a.opts.Logf("md/%v: read error on device %d during recovery: %v", a.level, m.index, err)
+			a.ioFailed(m, err)
 			continue
 		}
 		got = true

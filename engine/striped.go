@@ -134,7 +134,6 @@ func (sp *stripedPers) runReads(w *stripeWork, key uint64) error {
 		if op.err != nil {
 			w.bad[op.tag] = true
 			a.stats.readErrors.add(key, 1)
-			a.opts.Logf("md/%v: read error on device %d at byte %d: %v", a.level, op.m.index, op.off, op.err)
 			err = &readError{op.tag}
 		}
 	}
@@ -176,11 +175,16 @@ func (sp *stripedPers) read(p []byte, sector uint64) error {
 			continue
 		}
 		a.stats.readErrors.add(uint64(op.off), 1)
-		a.opts.Logf("md/%v: read error on device %d at byte %d: %v", a.level, op.m.index, op.off, op.err)
 		bad := op.m
-		err := retryPages(op, sector+uint64(op.tag>>9), func(b []byte, s uint64, _ error) error {
-			return sp.degradedRead(b, s, bad)
-		})
+		var err error
+		if bad.State() == Faulty {
+			// failed (past its end): the whole range from the others
+			err = sp.degradedRead(op.bufs[0], sector+uint64(op.tag>>9), bad)
+		} else {
+			err = retryPages(op, sector+uint64(op.tag>>9), func(b []byte, s uint64, _ error) error {
+				return sp.degradedRead(b, s, bad)
+			})
+		}
 		if err != nil {
 			return err
 		}
@@ -247,7 +251,7 @@ func (sp *stripedPers) degradedRead(b []byte, s uint64, bad *member) error {
 		if role >= 0 && w.bad[role] {
 			// A parity block that failed to read: rebuilding it needs the
 			// whole stripe; leave it to a resync (check/repair).
-			a.opts.Logf("md/%v: unrepaired read error on parity device %d", a.level, a.roles[role].index)
+			a.opts.Logf("%s: unrepaired read error on parity device %s", mdPrefix(a.level, a.mdName()), a.devName(a.roles[role]))
 		}
 	}
 	return nil
@@ -270,7 +274,7 @@ func (sp *stripedPers) rewrite(m *member, b []byte, s int64, n uint64) {
 	}
 	m.corrected.Add(1)
 	a.stats.correctedReads.add(uint64(s), 1)
-	a.opts.Logf("md/%v: read error corrected (%d sectors at %d on device %d)", a.level, n, s, m.index)
+	a.opts.Logf("%s: read error corrected (%d sectors at %d on %s)", mdPrefix(a.level, a.mdName()), n, s+m.dataOff>>9, a.devName(m))
 }
 
 // gather reads, over chunk sectors [lo, lo+n) of the stripe in w.row,

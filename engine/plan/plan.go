@@ -815,9 +815,14 @@ func Plan(o Options) (*Result, error) {
 		r.KernelComponentSectors = raid10DevSectors(r.ComponentSectors, chunk*2, layout, raid)
 	}
 	if r.ArraySizeKiB == 0 {
-		// e.g. a raid10 far layout with fewer chunks per device than copies
-		return nil, errorf(1, "the array would have no usable space (component size %dK is too small for %s layout %s)",
-			r.ComponentSectors/2, r.LevelName, r.LayoutName)
+		// md would run an array of 0 bytes: a raid1 member with less than
+		// 64K of data space (mdadm rounds the size down to 64K), a raid10
+		// far layout with fewer chunks per device than copies, ...
+		dev := "a member"
+		if mindisc >= 0 {
+			dev = o.Devices[mindisc].Path
+		}
+		return nil, errorf(1, "%s is too small for this array: %dK of data space gives an array of size 0", dev, minsize)
 	}
 	return r, nil
 }
