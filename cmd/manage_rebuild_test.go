@@ -261,9 +261,11 @@ func TestCheckRepair(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := `mdtool_sync_mismatch_sectors{array="ck"} 2048`
+	// Wait for both: the mismatches are counted while the check runs, so
+	// an update during the check already shows them.
+	want, idle := `mdtool_sync_mismatch_sectors{array="ck"} 2048`, `mdtool_sync_action{action="idle",array="ck"} 1`
 	var text string
-	for i := 0; i < 50 && !strings.Contains(text, want); i++ {
+	for i := 0; i < 300 && !(strings.Contains(text, want) && strings.Contains(text, idle)); i++ {
 		time.Sleep(100 * time.Millisecond)
 		resp, err := http.Get("http://" + st.Metrics + "/metrics")
 		if err != nil {
@@ -273,7 +275,7 @@ func TestCheckRepair(t *testing.T) {
 		resp.Body.Close()
 		text = string(b)
 	}
-	if !strings.Contains(text, want) || !strings.Contains(text, `mdtool_sync_action{array="ck",action="idle"} 1`) {
+	if !strings.Contains(text, want) || !strings.Contains(text, idle) {
 		t.Errorf("metrics lack %s:\n%s", want, text)
 	}
 	if code, _, errs := mdtool(t, "--action=repair", md, "--run-dir", runDir); code != 0 || errs != "" {

@@ -51,22 +51,90 @@ var shortModes = map[byte]string{
 	'S': "stop",
 }
 
-// shortWithArg lists mdadm's short options that take a value
-// (short_opts in mdadm's ReadMe.c).
-const shortWithArg = "Zcilpmnxudz UNek"
+// argTable says which options take a value, as the cobra tree defines them
+// (a flag without NoOptDefVal needs one): per subcommand, and for the
+// options seen before a mode is known, the union over all commands. A name
+// that takes a value in one command and none in another (-a is --auto for
+// create but --add for manage, -b --bitmap or --brief, -r --remove or
+// --increment) takes none until the mode says otherwise, as in mdadm's
+// mode-less short_opts.
+type argTable struct {
+	byMode map[string]flagArgs
+	any    flagArgs
+}
 
-// longWithArg lists mdadm's long options that take a value.
-var longWithArg = map[string]bool{
-	"chunk": true, "rounding": true, "level": true, "parity": true, "layout": true,
-	"raid-disks": true, "raid-devices": true, "spare-disks": true, "spare-devices": true,
-	"size": true, "auto": true, "metadata": true, "bitmap": true, "bitmap-chunk": true,
-	"homehost": true, "symlinks": true, "data-offset": true, "nodes": true,
-	"home-cluster": true, "write-journal": true, "consistency-policy": true, "uuid": true,
-	"super-minor": true, "name": true, "config": true, "update": true, "action": true,
-	"prefer": true, "mail": true, "program": true, "alert": true, "increment": true,
-	"delay": true, "pid-file": true, "backup-file": true, "array-size": true, "path": true,
-	"kill-subarray": true, "update-subarray": true, "dump": true, "restore": true,
-	"run-dir": true, "nbd-socket": true, "nbd-listen": true, "fuse": true, "metrics": true,
+// flagArgs maps long names and shorthands to whether they take a value.
+type flagArgs struct {
+	long  map[string]bool
+	short map[byte]bool
+}
+
+func newFlagArgs() flagArgs {
+	return flagArgs{long: map[string]bool{}, short: map[byte]bool{}}
+}
+
+func newArgTable(root *cobra.Command) *argTable {
+	t := &argTable{byMode: map[string]flagArgs{}, any: newFlagArgs()}
+	conflict := flagArgs{long: map[string]bool{}, short: map[byte]bool{}}
+	add := func(fa flagArgs, f *pflag.Flag) {
+		takes := f.NoOptDefVal == ""
+		fa.long[f.Name] = takes
+		if len(f.Shorthand) == 1 {
+			fa.short[f.Shorthand[0]] = takes
+		}
+		if old, ok := t.any.long[f.Name]; ok && old != takes {
+			conflict.long[f.Name] = true
+		}
+		t.any.long[f.Name] = takes
+		if len(f.Shorthand) == 1 {
+			c := f.Shorthand[0]
+			if old, ok := t.any.short[c]; ok && old != takes {
+				conflict.short[c] = true
+			}
+			t.any.short[c] = takes
+		}
+	}
+	root.InitDefaultHelpFlag()
+	root.LocalFlags().VisitAll(func(f *pflag.Flag) { add(t.any, f) })
+	for _, c := range root.Commands() {
+		c.InitDefaultHelpFlag()
+		fa := newFlagArgs()
+		c.LocalFlags().VisitAll(func(f *pflag.Flag) { add(fa, f) })
+		c.InheritedFlags().VisitAll(func(f *pflag.Flag) { add(fa, f) })
+		t.byMode[c.Name()] = fa
+	}
+	for n := range conflict.long {
+		t.any.long[n] = false
+	}
+	for c := range conflict.short {
+		t.any.short[c] = false
+	}
+	return t
+}
+
+// table returns the options of mode, or the mode-less union.
+func (t *argTable) table(mode string) flagArgs {
+	if fa, ok := t.byMode[mode]; ok {
+		return fa
+	}
+	return t.any
+}
+
+// longTakesArg reports whether --name takes a value in mode ("" before a
+// mode is known). A name the mode does not know is looked up in the union.
+func (t *argTable) longTakesArg(mode, name string) bool {
+	if v, ok := t.table(mode).long[name]; ok {
+		return v
+	}
+	return t.any.long[name]
+}
+
+// shortTakesArg is longTakesArg for a shorthand letter.
+func (t *argTable) shortTakesArg(mode string, c byte) bool {
+	if v, ok := t.table(mode).short[c]; ok {
+		return v
+	}
+	return t.any.short[c]
 }
 
 // manageOpts are options that make "DEVICE --opt ..." a manage command.
@@ -89,10 +157,13 @@ func isSubcommand(s string) bool {
 	return s == "gendocs" || s == "misc" || s == "action"
 }
 
-func translateMdadmArgs(args []string) []string {
+// translateMdadmArgs rewrites args; root's flags say which options take a
+// value (that value is never a mode option).
+func translateMdadmArgs(root *cobra.Command, args []string) []string {
 	if len(args) == 0 || isSubcommand(args[0]) {
 		return args
 	}
+	withArg := newArgTable(root)
 	mode := ""
 	out := make([]string, 0, len(args)+1)
 	skipValue := false
@@ -126,7 +197,7 @@ func translateMdadmArgs(args []string) []string {
 				out = append(out, a)
 				continue
 			}
-			if !hasVal && longWithArg[name] {
+			if !hasVal && withArg.longTakesArg(mode, name) {
 				skipValue = true
 			}
 			out = append(out, a)
@@ -145,7 +216,7 @@ func translateMdadmArgs(args []string) []string {
 				rest := a[2:]
 				if rest != "" {
 					out = append(out, "-"+rest)
-					if strings.IndexByte(shortWithArg, rest[len(rest)-1]) >= 0 {
+					if withArg.shortTakesArg(mode, rest[len(rest)-1]) {
 						skipValue = true
 					}
 				}
@@ -155,7 +226,7 @@ func translateMdadmArgs(args []string) []string {
 				out = append(out, "--version")
 				continue
 			}
-			if len(a) == 2 && strings.IndexByte(shortWithArg, a[1]) >= 0 {
+			if len(a) == 2 && withArg.shortTakesArg(mode, a[1]) {
 				skipValue = true
 			}
 			out = append(out, a)

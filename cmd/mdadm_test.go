@@ -4,6 +4,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/spf13/pflag"
 )
 
 func TestTranslateMdadmArgs(t *testing.T) {
@@ -45,8 +47,10 @@ func TestTranslateMdadmArgs(t *testing.T) {
 		{"examine a", "examine a"},
 		{"--", "--"},
 	}
+	env, _, _ := testEnv("")
+	root := NewRoot(env)
 	for _, c := range cases {
-		got := strings.Join(translateMdadmArgs(strings.Fields(c.in)), " ")
+		got := strings.Join(translateMdadmArgs(root, strings.Fields(c.in)), " ")
 		if got != c.want {
 			t.Errorf("translate(%q) = %q, want %q", c.in, got, c.want)
 		}
@@ -83,4 +87,80 @@ func TestMdadmFormExitCodes(t *testing.T) {
 	if rc := Main([]string{"-E", sparse(t, dir, "empty", 24<<20)}, env); rc != 1 {
 		t.Errorf("-E on a device without superblock: exit %d, want 1", rc)
 	}
+}
+
+// TestArgTableMatchesCobra checks every flag of every command: the mdadm
+// form treats the word after an option as its value exactly when cobra
+// will (the flag has no NoOptDefVal). The probe value is -V: taken for a
+// value it stays "-V", taken for an option it becomes --version.
+func TestArgTableMatchesCobra(t *testing.T) {
+	env, _, _ := testEnv("")
+	root := NewRoot(env)
+	modeOpt := map[string]string{}
+	for opt, sub := range longModes {
+		if cur, ok := modeOpt[sub]; !ok || opt < cur {
+			modeOpt[sub] = opt
+		}
+	}
+	modeOpt["action"] = "--action=check"
+	translate := func(args ...string) string {
+		return strings.Join(translateMdadmArgs(root, args), " ")
+	}
+	checked, withArg := 0, 0
+	anyTakes := map[string]map[bool]bool{}
+	for _, c := range root.Commands() {
+		opt, ok := modeOpt[c.Name()]
+		if !ok {
+			continue
+		}
+		check := func(f *pflag.Flag) {
+			if f.Name == "help" || f.Name == "version" {
+				return
+			}
+			takes := f.NoOptDefVal == ""
+			if anyTakes[f.Name] == nil {
+				anyTakes[f.Name] = map[bool]bool{}
+			}
+			anyTakes[f.Name][takes] = true
+			forms := []string{"--" + f.Name}
+			if f.Shorthand != "" {
+				forms = append(forms, "-"+f.Shorthand)
+			}
+			for _, form := range forms {
+				got := translate(opt, "/dev/md0", form, "-V")
+				wantTail := " " + form + " -V"
+				if !takes {
+					wantTail = " " + form + " --version"
+				}
+				if !strings.HasSuffix(got, wantTail) {
+					t.Errorf("%s %s (takes a value: %v): translated to %q, want it to end in %q", c.Name(), form, takes, got, wantTail)
+				}
+				checked++
+				if takes {
+					withArg++
+				}
+			}
+		}
+		c.LocalFlags().VisitAll(check)
+		c.InheritedFlags().VisitAll(check)
+	}
+	// Before a mode is known: a long option's value is not a mode option
+	// (--name -E is a name), when the option takes a value in every
+	// command that has it.
+	for name, takes := range anyTakes {
+		if name == "action" {
+			continue // --action is a mode itself
+		}
+		got := translate("--"+name, "-E", "x")
+		if takes[true] && !takes[false] && got != "--"+name+" -E x" {
+			t.Errorf("--%s -E x (mode-less, takes a value): translated to %q", name, got)
+		}
+		if takes[false] && !takes[true] && got != "examine --"+name+" x" {
+			t.Errorf("--%s -E x (mode-less, no value): translated to %q", name, got)
+		}
+	}
+	if checked < 100 || withArg < 40 {
+		t.Errorf("only %d option forms checked (%d with a value): is the tree walked?", checked, withArg)
+	}
+	t.Logf("%d option forms checked, %d take a value", checked, withArg)
 }

@@ -70,8 +70,8 @@ func usagef(format string, a ...any) error { return &usageError{fmt.Sprintf(form
 // Main runs mdtool with args (without the program name) and returns the
 // exit status.
 func Main(args []string, env *Env) int {
-	args = translateMdadmArgs(args)
 	root := NewRoot(env)
+	args = translateMdadmArgs(root, args)
 	args = expandLongPrefixes(root, args)
 	root.SetArgs(args)
 	root.SetIn(env.Stdin)

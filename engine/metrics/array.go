@@ -3,6 +3,8 @@ package metrics
 import (
 	"sync"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // Metric names of the engine. Every family carries the label "array" (the
@@ -133,39 +135,43 @@ const (
 	syncMarkStep    = 3 * time.Second
 )
 
-// Array is the metric set of one array. All methods are safe for concurrent
-// use; ObserveIO, IOError and BitmapFlush are atomic updates without
-// allocation or locks.
+// Array is the metric set of one array and its prometheus.Collector. All
+// methods are safe for concurrent use; ObserveIO, IOError and BitmapFlush
+// are atomic updates without allocation or locks. A scrape reads the values
+// (Collect); nothing on the update path touches client_golang.
 type Array struct {
 	name string
 	reg  *Registry
 
-	ops, bytes, errs [numOps]*Counter
-	lat              [numOps]*Histogram
+	ops, bytes, errs [numOps]counter
+	lat              [numOps]*histogram
 
-	bmFlushes *Counter
-	bmBytes   *Histogram
-	bmDirty   *Gauge
+	bmFlushes counter
+	bmBytes   *histogram
+	bmDirty   gauge
 
-	state     *StateSet
-	raidDisks *Gauge
-	degraded  *Gauge
+	state     stateSet
+	raidDisks gauge
+	degraded  gauge
 
-	syncAction                      *StateSet
-	syncDone, syncTotal, syncSpeed  *Gauge
-	mismatches                      *Gauge
-	syncMu                          sync.Mutex
-	syncCur                         SyncAction
-	marks                           []syncMark
-	now                             func() time.Time
-	opsV, bytesV, errsV             *CounterVec
-	latV                            *HistogramVec
-	bmFlushesV                      *CounterVec
-	bmBytesV                        *HistogramVec
-	stateV, syncActionV             *StateSetVec
-	bmDirtyV, raidV, degV           *GaugeVec
-	syncDoneV, syncTotalV, syncSpdV *GaugeVec
-	mismatchV                       *GaugeVec
+	syncAction                     stateSet
+	syncDone, syncTotal, syncSpeed gauge
+	mismatches                     gauge
+	syncMu                         sync.Mutex
+	syncCur                        SyncAction
+	marks                          []syncMark
+	now                            func() time.Time
+
+	d descs
+}
+
+// descs are the descriptors of one array's families (label array constant).
+type descs struct {
+	ops, bytes, errs, lat          *prometheus.Desc
+	bmFlushes, bmBytes, bmDirty    *prometheus.Desc
+	state, raidDisks, degraded     *prometheus.Desc
+	syncAction, syncDone           *prometheus.Desc
+	syncTotal, syncSpeed, mismatch *prometheus.Desc
 }
 
 type syncMark struct {
@@ -173,57 +179,109 @@ type syncMark struct {
 	done uint64
 }
 
-// NewArray registers the engine families in reg (once per registry) and
-// returns the children for the array called name. The array starts in state
-// "inactive" with sync action "idle".
+var (
+	arrayStateNames = stateNames(ArrayStates)
+	syncActionNames = stateNames(SyncActions)
+)
+
+func stateNames[S ~string](states []S) []string {
+	out := make([]string, len(states))
+	for i, s := range states {
+		out[i] = string(s)
+	}
+	return out
+}
+
+// NewArray registers the metrics of the array called name in reg and
+// returns them. The array starts in state "inactive" with sync action
+// "idle". If reg already holds an array of that name, that one is returned.
 func NewArray(reg *Registry, name string) *Array {
-	a := &Array{name: name, reg: reg, now: time.Now}
-	a.opsV = reg.NewCounterVec(IOOps, "Requests completed, by op.", "array", "op")
-	a.bytesV = reg.NewCounterVec(IOBytes, "Bytes requested, by op (flush: 0; discard and write_zeroes: range length).", "array", "op")
-	a.errsV = reg.NewCounterVec(IOErrors, "Requests that failed, by op.", "array", "op")
-	a.latV = reg.NewHistogramVec(IOLatency, "Request latency in seconds, by op.", LatencyBuckets, "array", "op")
-	for o := Op(0); o < numOps; o++ {
-		a.ops[o] = a.opsV.With(name, o.String())
-		a.bytes[o] = a.bytesV.With(name, o.String())
-		a.errs[o] = a.errsV.With(name, o.String())
-		a.lat[o] = a.latV.With(name, o.String())
+	a := &Array{name: name, reg: reg, now: time.Now,
+		state:      stateSet{states: arrayStateNames},
+		syncAction: stateSet{states: syncActionNames},
+		bmBytes:    newHistogram(FlushBytesBuckets),
 	}
-	a.bmFlushesV = reg.NewCounterVec(BitmapFlushes, "Write-intent bitmap flushes.", "array")
-	a.bmBytesV = reg.NewHistogramVec(BitmapFlushBytes, "Bytes written per write-intent bitmap flush, over all members.", FlushBytesBuckets, "array")
-	a.bmDirtyV = reg.NewGaugeVec(BitmapDirtyChunks, "Write-intent bitmap chunks marked dirty.", "array")
-	a.bmFlushes = a.bmFlushesV.With(name)
-	a.bmBytes = a.bmBytesV.With(name)
-	a.bmDirty = a.bmDirtyV.With(name)
-
-	states := make([]string, len(ArrayStates))
-	for i, s := range ArrayStates {
-		states[i] = string(s)
+	for o := range a.lat {
+		a.lat[o] = newHistogram(LatencyBuckets)
 	}
-	a.stateV = reg.NewStateSetVec(ArrayStateName, "md array_state: 1 for the current state.", "state", states, "array")
-	a.raidV = reg.NewGaugeVec(RaidDisks, "Member slots (md raid_disks).", "array")
-	a.degV = reg.NewGaugeVec(DegradedMembers, "Missing or faulty members (md degraded).", "array")
-	a.state = a.stateV.With(name)
 	a.state.Set(string(StateInactive))
-	a.raidDisks = a.raidV.With(name)
-	a.degraded = a.degV.With(name)
-
-	actions := make([]string, len(SyncActions))
-	for i, s := range SyncActions {
-		actions[i] = string(s)
-	}
-	a.syncActionV = reg.NewStateSetVec(SyncActionName, "md sync_action: 1 for the running action.", "action", actions, "array")
-	a.syncDoneV = reg.NewGaugeVec(SyncCompleted, "Sync progress: sectors done (md sync_completed).", "array")
-	a.syncTotalV = reg.NewGaugeVec(SyncTotal, "Sync progress: sectors to do (md sync_completed).", "array")
-	a.syncSpdV = reg.NewGaugeVec(SyncSpeed, "Sync speed in bytes per second (md sync_speed).", "array")
-	a.mismatchV = reg.NewGaugeVec(SyncMismatches, "Sectors found inconsistent by the last check or repair (md mismatch_cnt).", "array")
-	a.syncAction = a.syncActionV.With(name)
 	a.syncAction.Set(string(SyncIdle))
 	a.syncCur = SyncIdle
-	a.syncDone = a.syncDoneV.With(name)
-	a.syncTotal = a.syncTotalV.With(name)
-	a.syncSpeed = a.syncSpdV.With(name)
-	a.mismatches = a.mismatchV.With(name)
-	return a
+	c := prometheus.Labels{"array": name}
+	d := func(fq, help string, labels ...string) *prometheus.Desc {
+		return prometheus.NewDesc(fq, help, labels, c)
+	}
+	a.d = descs{
+		ops:        d(IOOps, "Requests completed, by op.", "op"),
+		bytes:      d(IOBytes, "Bytes requested, by op (flush: 0; discard and write_zeroes: range length).", "op"),
+		errs:       d(IOErrors, "Requests that failed, by op.", "op"),
+		lat:        d(IOLatency, "Request latency in seconds, by op.", "op"),
+		bmFlushes:  d(BitmapFlushes, "Write-intent bitmap flushes."),
+		bmBytes:    d(BitmapFlushBytes, "Bytes written per write-intent bitmap flush, over all members."),
+		bmDirty:    d(BitmapDirtyChunks, "Write-intent bitmap chunks marked dirty."),
+		state:      d(ArrayStateName, "md array_state: 1 for the current state.", "state"),
+		raidDisks:  d(RaidDisks, "Member slots (md raid_disks)."),
+		degraded:   d(DegradedMembers, "Missing or faulty members (md degraded)."),
+		syncAction: d(SyncActionName, "md sync_action: 1 for the running action.", "action"),
+		syncDone:   d(SyncCompleted, "Sync progress: sectors done (md sync_completed)."),
+		syncTotal:  d(SyncTotal, "Sync progress: sectors to do (md sync_completed)."),
+		syncSpeed:  d(SyncSpeed, "Sync speed in bytes per second (md sync_speed)."),
+		mismatch:   d(SyncMismatches, "Sectors found inconsistent by the last check or repair (md mismatch_cnt)."),
+	}
+	return reg.add(a)
+}
+
+// Describe implements prometheus.Collector.
+func (a *Array) Describe(ch chan<- *prometheus.Desc) {
+	d := &a.d
+	for _, x := range []*prometheus.Desc{d.ops, d.bytes, d.errs, d.lat, d.bmFlushes, d.bmBytes,
+		d.bmDirty, d.state, d.raidDisks, d.degraded, d.syncAction, d.syncDone, d.syncTotal,
+		d.syncSpeed, d.mismatch} {
+		ch <- x
+	}
+}
+
+// Collect implements prometheus.Collector: it reads the current values.
+func (a *Array) Collect(ch chan<- prometheus.Metric) {
+	d := &a.d
+	for o := Op(0); o < numOps; o++ {
+		op := o.String()
+		ch <- prometheus.MustNewConstMetric(d.ops, prometheus.CounterValue, float64(a.ops[o].Value()), op)
+		ch <- prometheus.MustNewConstMetric(d.bytes, prometheus.CounterValue, float64(a.bytes[o].Value()), op)
+		ch <- prometheus.MustNewConstMetric(d.errs, prometheus.CounterValue, float64(a.errs[o].Value()), op)
+		ch <- constHistogram(d.lat, a.lat[o], op)
+	}
+	ch <- prometheus.MustNewConstMetric(d.bmFlushes, prometheus.CounterValue, float64(a.bmFlushes.Value()))
+	ch <- constHistogram(d.bmBytes, a.bmBytes)
+	ch <- prometheus.MustNewConstMetric(d.bmDirty, prometheus.GaugeValue, a.bmDirty.Value())
+	collectStateSet(ch, d.state, &a.state)
+	ch <- prometheus.MustNewConstMetric(d.raidDisks, prometheus.GaugeValue, a.raidDisks.Value())
+	ch <- prometheus.MustNewConstMetric(d.degraded, prometheus.GaugeValue, a.degraded.Value())
+	collectStateSet(ch, d.syncAction, &a.syncAction)
+	ch <- prometheus.MustNewConstMetric(d.syncDone, prometheus.GaugeValue, a.syncDone.Value())
+	ch <- prometheus.MustNewConstMetric(d.syncTotal, prometheus.GaugeValue, a.syncTotal.Value())
+	ch <- prometheus.MustNewConstMetric(d.syncSpeed, prometheus.GaugeValue, a.syncSpeed.Value())
+	ch <- prometheus.MustNewConstMetric(d.mismatch, prometheus.GaugeValue, a.mismatches.Value())
+}
+
+func constHistogram(d *prometheus.Desc, h *histogram, labels ...string) prometheus.Metric {
+	cum, count, sum := h.Snapshot()
+	buckets := make(map[float64]uint64, len(h.upper))
+	for i, ub := range h.upper {
+		buckets[ub] = cum[i]
+	}
+	return prometheus.MustNewConstHistogram(d, count, sum, buckets, labels...)
+}
+
+func collectStateSet(ch chan<- prometheus.Metric, d *prometheus.Desc, s *stateSet) {
+	cur := s.Get()
+	for _, st := range s.states {
+		v := 0.0
+		if st == cur {
+			v = 1
+		}
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, st)
+	}
 }
 
 // Name returns the array label value.
@@ -317,14 +375,5 @@ func (a *Array) SetSync(action SyncAction, done, total uint64) {
 // SetMismatches records md's mismatch_cnt (sectors).
 func (a *Array) SetMismatches(sectors uint64) { a.mismatches.Set(float64(sectors)) }
 
-// Close removes the array's children from the registry (the families stay).
-func (a *Array) Close() {
-	for _, v := range []interface{ deleteMatching(string, string) int }{
-		&a.opsV.vec, &a.bytesV.vec, &a.errsV.vec, &a.latV.vec, &a.bmFlushesV.vec,
-		&a.bmBytesV.vec, &a.bmDirtyV.vec, &a.stateV.vec, &a.raidV.vec, &a.degV.vec,
-		&a.syncActionV.vec, &a.syncDoneV.vec, &a.syncTotalV.vec, &a.syncSpdV.vec,
-		&a.mismatchV.vec,
-	} {
-		v.deleteMatching("array", a.name)
-	}
-}
+// Close removes the array's metrics from the registry.
+func (a *Array) Close() { a.reg.remove(a) }

@@ -1,15 +1,15 @@
-// Package metrics exposes engine metrics in the Prometheus text exposition
-// format 0.0.4 without third-party dependencies.
+// Package metrics keeps the engine's metrics and exposes them through
+// github.com/prometheus/client_golang.
 //
-// A Registry holds counter, gauge, histogram and state-set families, with
-// or without labels, and renders them (Registry.Handler serves them over
-// HTTP, normally at /metrics). Updates are atomic operations on
-// preallocated children: Counter.Add, Gauge.Set and Histogram.Observe take
-// no lock and do not allocate. Looking a child up by label values (With)
-// takes a read lock, so hot paths resolve children once and keep them.
+// The engine updates an Array on its hot path with plain atomic operations
+// on the package's own counters, gauges and histograms (ObserveIO, IOError
+// and BitmapFlush take no lock and do not allocate). Each Array is a
+// prometheus.Collector that reads those values at scrape time, so a request
+// costs the same whether anyone scrapes or not. A Registry is a
+// prometheus.Registry holding the arrays; Registry.Handler serves it
+// (promhttp), normally at /metrics.
 //
-// Array is the metric set the engine updates; every family has the label
-// array="<name>":
+// Every family has the label array="<name>":
 //
 //	mdtool_io_requests_total{op}             counter   requests completed
 //	mdtool_io_bytes_total{op}                counter   bytes requested
