@@ -907,6 +907,9 @@ func (as *assembler) autoName(sb *superblock.Superblock) string {
 	if n == "" {
 		n = "md_" + uuidText(sb.SetUUID, '_')[:8]
 	}
+	// The name is data: as in -Es's ARRAY lines, no '/', space, quote or
+	// control byte reaches the device (and run-directory) name.
+	n = printEscape(n)
 	if matchHome(sb, as.homehost) != 1 && !strings.HasPrefix(sb.Name(), "any:") {
 		if daemon.Held(daemon.PathsFor(as.o.srv.runDir, n)) {
 			n += "_0"

@@ -382,7 +382,7 @@ func (d *detailView) setName32() string { return string(cString(d.sb.SetName[:])
 // writeDetail prints mdadm --detail's text.
 func (d *detailView) writeDetail(w io.Writer, dev string, noDevices bool) {
 	st, sb := d.st, d.sb
-	fmt.Fprintf(w, "%s:\n", dev)
+	fmt.Fprintf(w, "%s:\n", escName(dev))
 	fmt.Fprintf(w, "           Version : %s\n", d.version())
 	if t := sb.CTime.Seconds(); t != 0 {
 		fmt.Fprintf(w, "     Creation Time : %s\n", ctime24(t))
@@ -444,9 +444,9 @@ func (d *detailView) writeDetail(w io.Writer, dev string, noDevices bool) {
 		// mdtool's addition: /proc/mdstat's progress line.
 		fmt.Fprintf(w, "          Progress : %s\n\n", progressLine(st))
 	}
-	fmt.Fprintf(w, "              Name : %s", d.setName32())
+	fmt.Fprintf(w, "              Name : %s", escName(d.setName32()))
 	if d.local() {
-		fmt.Fprintf(w, "  (local to host %s)", d.homehost)
+		fmt.Fprintf(w, "  (local to host %s)", escName(d.homehost))
 	}
 	fmt.Fprintf(w, "\n              UUID : %s", uuidText(sb.SetUUID, ':'))
 	fmt.Fprintf(w, "\n            Events : %d\n\n", sb.Events)
@@ -562,7 +562,7 @@ func (d *detailView) spareCount() int {
 // writeBrief prints the ARRAY line.
 func (d *detailView) writeBrief(w io.Writer, dev string, verbose int) {
 	var b strings.Builder
-	fmt.Fprintf(&b, "ARRAY %s", dev)
+	fmt.Fprintf(&b, "ARRAY %s", printQuoted(escName(dev)))
 	if verbose > 0 {
 		fmt.Fprintf(&b, " level=%s num-devices=%d", levelName(d.st.Level), d.st.RaidDisks)
 	}
@@ -571,7 +571,7 @@ func (d *detailView) writeBrief(w io.Writer, dev string, verbose int) {
 		fmt.Fprintf(&b, " spares=%d", n)
 	}
 	if name := d.setName32(); name != "" {
-		fmt.Fprintf(&b, " name=%s", printQuoted(name))
+		fmt.Fprintf(&b, " name=%s", printQuoted(escName(name)))
 	}
 	fmt.Fprintf(&b, " UUID=%s", uuidText(d.sb.SetUUID, ':'))
 	if verbose > 0 {
@@ -598,18 +598,12 @@ func (d *detailView) writeExport(w io.Writer, noDevices bool) {
 	fmt.Fprintf(w, "MD_METADATA=%s\n", d.version())
 	fmt.Fprintf(w, "MD_UUID=%s\n", uuidText(d.sb.SetUUID, ':'))
 	if rest, ok := strings.CutPrefix(st.Device, "/dev/md/"); ok {
-		fmt.Fprintf(w, "MD_DEVNAME=%s\n", printEscape(rest))
+		fmt.Fprintf(w, "MD_DEVNAME=%s\n", exportValue(printEscape(rest)))
 	}
-	name := d.sb.SetName[:]
-	n := len(name)
-	for i, c := range name {
-		if c == '\n' || c == 0 {
-			n = i
-			break
-		}
-	}
-	if n > 0 {
-		fmt.Fprintf(w, "MD_NAME=%s\n", name[:n])
+	// mdadm cuts the name at a newline and prints the rest raw; mdtool
+	// prints all of it, escaped and shell-safe (exportValue).
+	if name := d.setName32(); name != "" {
+		fmt.Fprintf(w, "MD_NAME=%s\n", exportValue(name))
 	}
 	if noDevices {
 		return

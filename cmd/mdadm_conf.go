@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"mdtool/engine/plan"
 	"mdtool/superblock"
 	"os"
 	"path/filepath"
@@ -452,10 +453,13 @@ func (conf *MdadmConf) arrayLine(file string, line int, args []string) {
 			switch {
 			case a.Name != "":
 				conf.warnf("only specify name once, %s ignored.", w)
-			case len(w)-5 > 32:
+			case len(plan.UnescapeName(w[5:])) > 32:
 				conf.warnf("name too long, ignoring %s", w)
 			default:
-				a.Name = w[5:]
+				// mdtool's ARRAY lines write the name escaped
+				// (plan.EscapeName); a name without a backslash
+				// reads as mdadm reads it.
+				a.Name = plan.UnescapeName(w[5:])
 			}
 		case confHasPrefixFold(w, "bitmap="):
 			if a.Bitmap != "" {

@@ -7,6 +7,7 @@ package cmd
 
 import (
 	"fmt"
+	"mdtool/engine/plan"
 	"strconv"
 	"strings"
 	"time"
@@ -349,10 +350,37 @@ scan:
 }
 
 // printEscape is mdadm's print_escape: space and tab become '_', '/'
-// becomes '-' (for names used as device names).
+// becomes '-' (for names used as device names). mdtool extends it: quotes
+// and every byte plan.EscapeName would escape (control characters,
+// invalid UTF-8, unprintable runes) become '_' too, so that a device name
+// made from an array name is one plain word of an ARRAY line and a safe
+// file name (mdadm 4.2 passes those bytes through).
 func printEscape(s string) string {
-	r := strings.NewReplacer(" ", "_", "\t", "_", "/", "-")
-	return r.Replace(s)
+	r := strings.NewReplacer(" ", "_", "\t", "_", "/", "-", `"`, "_", "'", "_")
+	return plan.MapUnsafe(r.Replace(s), '_')
+}
+
+// escName is how every text output shows an array name, a homehost or a
+// device name read from a superblock or a daemon: plan.EscapeName's
+// C-style escapes, so that no control byte reaches a terminal, a
+// configuration line, a mail header or a log line.
+func escName(s string) string { return plan.EscapeName(s) }
+
+// exportValue is the VALUE of an --export KEY=VALUE line: escName's form,
+// bare when it holds only characters neither a shell nor udev's
+// IMPORT{program} treats specially (all names mdadm's create makes),
+// else in single quotes (both strip them), a single quote inside being
+// written as \x27. eval "$(mdtool --detail --export MD)" is safe.
+func exportValue(s string) string {
+	e := escName(s)
+	for i := 0; i < len(e); i++ {
+		c := e[i]
+		if c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte("_:.,+@%/=-", c) >= 0 {
+			continue
+		}
+		return "'" + strings.ReplaceAll(e, "'", `\x27`) + "'"
+	}
+	return e
 }
 
 // strerror turns a Go error from the os package into the text glibc's

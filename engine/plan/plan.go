@@ -532,6 +532,14 @@ func Plan(o Options) (*Result, error) {
 			return nil, err
 		}
 	}
+	if err := CheckName("name", name); err != nil {
+		return nil, err
+	}
+	if StoredName(name, homehost) != StoredName(name, "") {
+		if err := CheckName("homehost", homehost); err != nil {
+			return nil, err
+		}
+	}
 
 	// ---- init_super1 ----
 	clean := ((level == LevelRAID4 || level == LevelRAID5) && (insertPoint < raid || firstMissing < raid)) ||
