@@ -182,7 +182,7 @@ func runDetail(env *Env, o *detailOptions, args []string) error {
 		if err != nil {
 			return exitf(1, "%v", err)
 		}
-		env.Stdout.Write(append(b, '\n'))
+		env.Stdout.Write(append(jsonSafe(b), '\n'))
 	}
 	if rv != 0 {
 		return &ExitError{Code: rv}

@@ -328,7 +328,7 @@ func writeJSONDoc(w io.Writer, v any) error {
 	if err != nil {
 		return err
 	}
-	b = append(b, '\n')
+	b = append(jsonSafe(b), '\n')
 	_, err = w.Write(b)
 	return err
 }
