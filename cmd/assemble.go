@@ -457,7 +457,7 @@ func (as *assembler) serve(rv int) error {
 		go func(s *startedArray) {
 			defer wg.Done()
 			<-s.svc.Done()
-			log.Printf("%s: stopped", s.dev)
+			log.Printf("%s: stopped", escName(s.dev))
 		}(s)
 	}
 	go func() { wg.Wait(); close(all) }()
@@ -474,7 +474,7 @@ func (as *assembler) serve(rv int) error {
 			n.Stopping()
 			for _, s := range as.started {
 				if err := s.svc.Shutdown(); err != nil {
-					log.Printf("%s: stop: %v", s.dev, err)
+					log.Printf("%s: stop: %v", escName(s.dev), err)
 				}
 			}
 		}
@@ -1343,7 +1343,11 @@ func (as *assembler) start(j assembleJob, mddev, name string, devs []*asmDev, or
 	opts.ReadOnly = as.o.readonly
 	opts.Force = as.o.force
 	opts.SafeModeDelay = as.o.srv.safeModeDelay
-	opts.Logf = func(format string, a ...any) { engineLog.printf(mddev+": "+format, a...) }
+	// The device name is an argument, never part of the format, and shown
+	// escaped (escName) like every name in a log line.
+	opts.Logf = func(format string, a ...any) {
+		engineLog.printf("%s: "+format, append([]any{escName(mddev)}, a...)...)
+	}
 	arr, err := engine.Open(edevs, opts)
 	if err != nil {
 		for _, d := range edevs {
@@ -1361,7 +1365,7 @@ func (as *assembler) start(j assembleJob, mddev, name string, devs []*asmDev, or
 		NBDSocket: as.o.srv.nbdSocket, NBDListen: as.o.srv.nbdListen, FUSEDir: as.o.srv.fuse,
 		Metrics: ma, MetricsAddr: as.metricsAddr,
 		SyncLimits: engine.SyncLimits{MinKBps: as.o.srv.syncMin, MaxKBps: as.o.srv.syncMax}, WrapDevice: wrapFaults,
-		Logf: func(format string, a ...any) { log.Printf(mddev+": "+format, a...) }}
+		Logf: func(format string, a ...any) { log.Printf("%s: "+format, append([]any{escName(mddev)}, a...)...) }}
 	if as.o.srv.tlsCert != "" || as.o.srv.tlsKey != "" {
 		cfg.TLS, err = daemon.LoadTLS(as.o.srv.tlsCert, as.o.srv.tlsKey, as.o.srv.tlsCA)
 		if err != nil {

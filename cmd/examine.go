@@ -1129,7 +1129,7 @@ func writeExamineV090(w io.Writer, v *v090Probe, homehost string) {
 	if sb.MinorVersion >= 90 {
 		p("           UUID : %08x:%08x:%08x:%08x", sb.SetUUID0, sb.SetUUID1, sb.SetUUID2, sb.SetUUID3)
 		if homehost != "" && v0Local(v, homehost) {
-			p(" (local to host %s)", homehost)
+			p(" (local to host %s)", escName(homehost))
 		}
 		p("\n")
 	} else {
