@@ -444,3 +444,53 @@ func TestMonitorMailHeaders(t *testing.T) {
 		t.Errorf("monitor output: exit %d %q", code, out)
 	}
 }
+
+// TestNamesHostMdadm compares with host mdadm 4.2: for names mdadm 4.2
+// prints as one clean line (white space, '#', '=', '/', UTF-8), mdtool's
+// -Es line is byte for byte mdadm's; and mdadm reads the mdadm.conf that
+// mdtool generates for unsafe names without a single complaint.
+func TestNamesHostMdadm(t *testing.T) {
+	requireHostMdadm(t)
+	dir := t.TempDir()
+	hostEs := func(args ...string) (string, string) {
+		t.Helper()
+		c := exec.Command("mdadm", append([]string{"--examine", "--scan"}, args...)...)
+		var so, se strings.Builder
+		c.Stdout, c.Stderr = &so, &se
+		if err := c.Run(); err != nil {
+			t.Errorf("mdadm -Es %v: %v %s", args, err, se.String())
+		}
+		return so.String(), se.String()
+	}
+	for i, name := range []string{"testhost:plain", "h:a b#c", "h:a=b", "h:x.y-z_1", "h:ünï", "h:a/b", "any:x y"} {
+		md := fmt.Sprintf("/dev/md/same%d", i)
+		devs := mkArray(t, dir, md, 2, 32<<20, "-l1", "-n2", "--assume-clean")
+		setRawName(t, name, devs...)
+		_, out, _ := mdtool(t, "examine", "--scan", "--config=none", devs[0])
+		host, _ := hostEs("--config=none", devs[0])
+		if out != host || out == "" {
+			t.Errorf("name %q: mdtool -Es\n%s\nmdadm -Es\n%s", name, out, host)
+		}
+	}
+
+	unsafe := t.TempDir()
+	var lines strings.Builder
+	for i, name := range []string{"x\nPROGRAM /tmp/e", "testhost:a\tb\x1b[31m\r", `h:q"s p#c='$(x)`, "bad\xff\u202e\\x", "x\r\nMAILADDR a@b"} {
+		md := fmt.Sprintf("/dev/md/unsafe%d", i)
+		devs := mkArray(t, unsafe, md, 2, 32<<20, "-l1", "-n2", "--assume-clean")
+		setRawName(t, name, devs...)
+		_, out, _ := mdtool(t, "examine", "--scan", "--config=none", devs[0])
+		lines.WriteString(out)
+	}
+	conf := filepath.Join(dir, "generated.conf")
+	if err := os.WriteFile(conf, []byte("DEVICE "+filepath.Join(unsafe, "*.img")+"\n"+lines.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, errs := hostEs("--config=" + conf)
+	if errs != "" {
+		t.Errorf("mdadm complains about mdtool's ARRAY lines:\n%s\n%s", errs, lines.String())
+	}
+	if strings.Count(out, "ARRAY ") != 5 {
+		t.Errorf("mdadm -Es with the generated mdadm.conf:\n%s", out)
+	}
+}
