@@ -137,7 +137,13 @@ func runDetail(env *Env, o *detailOptions, args []string) error {
 	rv := 0
 	var docs []*detailJSON
 	for _, dev := range devs {
-		st, err := detailStatus(o.runDir, dev)
+		var st *daemon.Status
+		var err error
+		if len(args) == 0 {
+			st, err = statusByName(o.runDir, dev) // a run-directory name
+		} else {
+			st, err = detailStatus(o.runDir, dev)
+		}
 		if err != nil {
 			fmt.Fprintf(env.Stderr, "mdtool: cannot open %s: %v\n", dev, err)
 			if o.test {
@@ -196,6 +202,13 @@ func detailStatus(runDir, dev string) (*daemon.Status, error) {
 	if err != nil {
 		return nil, errors.New("not an md device name")
 	}
+	return statusByName(runDir, name)
+}
+
+// statusByName asks the daemon of the run-directory entry name (as
+// daemon.Names lists it: already escaped, not to be passed through
+// daemon.ArrayName again).
+func statusByName(runDir, name string) (*daemon.Status, error) {
 	st, err := queryStatus(runDir, name)
 	if errors.Is(err, daemon.ErrNotRunning) {
 		return nil, errors.New("no such array is running")

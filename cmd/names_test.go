@@ -494,3 +494,49 @@ func TestNamesHostMdadm(t *testing.T) {
 		t.Errorf("mdadm -Es with the generated mdadm.conf:\n%s", out)
 	}
 }
+
+// TestRawDeviceName: an md device named with control bytes on the command
+// line gets a printable run-directory name, and detail, -Ds and stop show
+// it escaped.
+func TestRawDeviceName(t *testing.T) {
+	dir := t.TempDir()
+	runDir := filepath.Join(dir, "run")
+	devs := mkArray(t, dir, "/dev/md/raw", 2, 32<<20, "-l1", "-n2", "--assume-clean")
+	md := "/dev/md/e\x1b[1mx\ny"
+	s := serve(t, runDir, md, devs...)
+	defer s.stopIfRunning()
+	names, _ := daemon.Names(runDir)
+	if len(names) != 1 || names[0] != `e\x1b[1mx\ny` {
+		t.Errorf("run-dir names %q", names)
+	}
+	ents, _ := os.ReadDir(runDir)
+	for _, e := range ents {
+		if bad := controlBytes(e.Name()); len(bad) > 0 {
+			t.Errorf("run-dir entry %q", e.Name())
+		}
+	}
+	code, out, errs := mdtool(t, "detail", "--scan", "--run-dir", runDir)
+	checkText(t, "-Ds", out)
+	if code != 0 || !strings.HasPrefix(out, `ARRAY /dev/md/e\x1b[1mx\ny metadata=1.2 name=testhost:raw UUID=`) {
+		t.Errorf("-Ds: exit %d %q %q", code, out, errs)
+	}
+	code, out, _ = mdtool(t, "detail", "--run-dir", runDir, md)
+	checkText(t, "detail", out)
+	if code != 0 || !strings.HasPrefix(out, `/dev/md/e\x1b[1mx\ny:`+"\n") {
+		t.Errorf("detail: exit %d %q", code, out)
+	}
+	ev := newEventLog(t, dir)
+	os.WriteFile(ev.script, []byte("#!/bin/sh\nprintf '%s\\n' \"$*\" >> "+ev.log+"\n"), 0o755)
+	if code, _, errs := mdtool(t, "monitor", "--config", "/dev/null", "--run-dir", runDir, "--scan", "--oneshot", "--test", "--program", ev.script); code != 0 {
+		t.Errorf("monitor: exit %d %s", code, errs)
+	}
+	if l := ev.lines(); len(l) != 2 || l[0] != `TestMessage /dev/md/e\x1b[1mx\ny` || l[1] != `NewArray /dev/md/e\x1b[1mx\ny` {
+		t.Errorf("monitor events %q", l)
+	}
+	code, _, errs = mdtool(t, "stop", "--scan", "--run-dir", runDir)
+	checkText(t, "stop", errs)
+	if code != 0 || errs != `mdtool: stopped /dev/md/e\x1b[1mx\ny`+"\n" {
+		t.Errorf("stop --scan: exit %d %q", code, errs)
+	}
+	s.wait()
+}
