@@ -144,6 +144,7 @@ func TestCreateRefusesUnsafeNames(t *testing.T) {
 		{"/dev/md/a b", "", ""},
 		{"/dev/md/\x1b[2J", "", ""},
 		{"/dev/md/ok", "", "h\r\nBcc: e@x"},
+		{"/dev/md/x\nPROGRAM", "ok", ""},
 	} {
 		args := []string{"create", tc.md, "--run", "-l1", "-n2", "--assume-clean"}
 		if tc.name != "" {

@@ -104,6 +104,7 @@ func TestNewRefusesUnsafeNames(t *testing.T) {
 		{"device newline", func(o *Options) { o.MDDevice = "/dev/md/x\nPROGRAM" }},
 		{"device space", func(o *Options) { o.MDDevice = "/dev/md/a b" }},
 		{"homehost", func(o *Options) { o.Homehost = "h\nBcc: x" }},
+		{"device with --name", func(o *Options) { o.Name = "ok"; o.MDDevice = "/dev/md/x\x1b[2J" }},
 	} {
 		o := base()
 		tc.set(&o)

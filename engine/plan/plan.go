@@ -535,6 +535,9 @@ func Plan(o Options) (*Result, error) {
 	if err := CheckName("name", name); err != nil {
 		return nil, err
 	}
+	if MapUnsafe(o.MDDevice, '_') != o.MDDevice {
+		return nil, errorf(2, "invalid md device '%s': it contains a control character or an unprintable byte.", EscapeName(o.MDDevice))
+	}
 	if StoredName(name, homehost) != StoredName(name, "") {
 		if err := CheckName("homehost", homehost); err != nil {
 			return nil, err
