@@ -30,6 +30,10 @@ checksum, layout, chunk, device role, array state), 0.90 superblocks, and an
 MBR partition table when the device holds nothing else. The array name is
 followed by "(local to host H)" when its host part is the homehost
 (--homehost, else HOMEHOST in mdadm.conf, else the system host name).
+Unlike mdadm, names are shown escaped in every output ("\n", "\t", "\xNN",
+"\\" for control characters, unprintable bytes and the backslash): a name is
+never a second line. In ARRAY lines the device maps those bytes and quotes
+to "_"; --export values are single-quoted when a shell would read them.
 
 A device without an md superblock gives "No md superblock detected on DEV."
 and exit status 1; the other devices are still examined.
