@@ -164,8 +164,9 @@ type assembleIdent struct {
 	uuid      [16]byte
 	uuidSet   bool
 	name      string
-	level     int // LevelUnset if not given
-	raidDisks int // -1 if not given
+	nameAlt   string // name= as mdadm 4.2 reads it, when that differs from name
+	level     int    // LevelUnset if not given
+	raidDisks int    // -1 if not given
 	devices   string
 }
 
@@ -175,6 +176,9 @@ func identFromConf(a *ConfArray) assembleIdent {
 	id := newIdent()
 	id.uuid, id.uuidSet = a.UUID, a.UUIDSet
 	id.name = a.Name
+	if a.NameAsWritten != a.Name {
+		id.nameAlt = a.NameAsWritten
+	}
 	id.level = a.Level
 	id.raidDisks = a.RaidDisks
 	id.devices = a.Devices
@@ -642,7 +646,8 @@ func (as *assembler) identMatches(id assembleIdent, d *asmDev, report bool) bool
 	if id.uuidSet && sb.SetUUID != id.uuid && sb.SetUUID != [16]byte{} {
 		return say("%s has wrong uuid.\n")
 	}
-	if id.name != "" && !nameMatches(sb.Name(), id.name, as.homehost) {
+	if id.name != "" && !nameMatches(sb.Name(), id.name, as.homehost) &&
+		(id.nameAlt == "" || !nameMatches(sb.Name(), id.nameAlt, as.homehost)) {
 		return say("%s has wrong name.\n")
 	}
 	if id.level != LevelUnset && id.level != int(sb.Level) {

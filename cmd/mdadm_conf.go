@@ -125,6 +125,11 @@ type ConfArray struct {
 	Container  string // container=
 	Member     string // member=
 	Auto       string // auto=
+
+	// Name is unescaped (plan.UnescapeName: mdtool writes names escaped);
+	// NameAsWritten is the name= value as mdadm 4.2 reads it, for a name
+	// with a backslash in a line mdadm wrote.
+	NameAsWritten string
 }
 
 // LevelUnset marks a level that was not given (mdadm's UnSet).
@@ -459,7 +464,7 @@ func (conf *MdadmConf) arrayLine(file string, line int, args []string) {
 				// mdtool's ARRAY lines write the name escaped
 				// (plan.EscapeName); a name without a backslash
 				// reads as mdadm reads it.
-				a.Name = plan.UnescapeName(w[5:])
+				a.Name, a.NameAsWritten = plan.UnescapeName(w[5:]), w[5:]
 			}
 		case confHasPrefixFold(w, "bitmap="):
 			if a.Bitmap != "" {

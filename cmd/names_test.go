@@ -541,3 +541,47 @@ func TestRawDeviceName(t *testing.T) {
 	}
 	s.wait()
 }
+
+// TestBackslashNameAssembles: a name holding a backslash assembles from the
+// ARRAY line mdadm 4.2 writes for it (name= as it is) and from the one
+// mdtool writes (name= escaped, "\\" for the backslash).
+func TestBackslashNameAssembles(t *testing.T) {
+	dir := t.TempDir()
+	runDir := filepath.Join(dir, "run")
+	devs := mkArray(t, dir, "/dev/md/bs", 2, 32<<20, "-l1", "-n2", "--assume-clean")
+	name := `testhost:a\x41\n`
+	setRawName(t, name, devs...)
+	_, es, _ := mdtool(t, "examine", "--scan", "--config=none", devs[0])
+	if !strings.Contains(es, ` name=testhost:a\\x41\\n`+"\n") {
+		t.Errorf("-Es: %q", es)
+	}
+	for _, line := range []string{
+		"ARRAY /dev/md/bs name=" + name + "\n", // as mdadm 4.2 writes it
+		strings.Replace(es, "ARRAY /dev/md/a_x41_n ", "ARRAY /dev/md/bs ", 1),
+		"ARRAY /dev/md/bs name=testhost:other\n", // the control case: no match
+	} {
+		conf := filepath.Join(dir, "mdadm.conf")
+		if err := os.WriteFile(conf, []byte("DEVICE "+filepath.Join(dir, "*.img")+"\n"+line), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		parsed := parseConfText(t, dir, line)
+		if len(parsed.Arrays) != 1 {
+			t.Fatalf("%q: %+v", line, parsed)
+		}
+		s, code := tryServe(t, runDir, "/dev/md/bs", "--scan", "--config", conf)
+		if strings.Contains(line, "other") {
+			if s != nil || code == 0 {
+				t.Errorf("%q: assembled an array with another name", line)
+				if s != nil {
+					s.stop()
+				}
+			}
+			continue
+		}
+		if s == nil {
+			t.Errorf("%q (read as name %q): not assembled, exit %d", line, parsed.Arrays[0].Name, code)
+			continue
+		}
+		s.stop()
+	}
+}
