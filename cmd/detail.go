@@ -575,7 +575,7 @@ func (d *detailView) spareCount() int {
 // writeBrief prints the ARRAY line.
 func (d *detailView) writeBrief(w io.Writer, dev string, verbose int) {
 	var b strings.Builder
-	fmt.Fprintf(&b, "ARRAY %s", printQuoted(escName(dev)))
+	fmt.Fprintf(&b, "ARRAY %s", confValue(dev))
 	if verbose > 0 {
 		fmt.Fprintf(&b, " level=%s num-devices=%d", levelName(d.st.Level), d.st.RaidDisks)
 	}
@@ -584,7 +584,7 @@ func (d *detailView) writeBrief(w io.Writer, dev string, verbose int) {
 		fmt.Fprintf(&b, " spares=%d", n)
 	}
 	if name := d.setName32(); name != "" {
-		fmt.Fprintf(&b, " name=%s", printQuoted(escName(name)))
+		fmt.Fprintf(&b, " name=%s", confValue(name))
 	}
 	fmt.Fprintf(&b, " UUID=%s", uuidText(d.sb.SetUUID, ':'))
 	if verbose > 0 {

@@ -1076,7 +1076,7 @@ func writeBriefV1(w io.Writer, v *v1Probe, verbose bool) {
 	b.WriteString(uuidText(f.setUUID(), ':'))
 	if len(full) > 0 {
 		b.WriteString(" name=")
-		b.WriteString(printQuoted(escName(string(full))))
+		b.WriteString(confValue(string(full)))
 	}
 	b.WriteByte('\n')
 	io.WriteString(w, b.String())

@@ -6,6 +6,7 @@ package cmd
 // them.
 
 import (
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -584,4 +585,58 @@ func TestBackslashNameAssembles(t *testing.T) {
 		}
 		s.stop()
 	}
+}
+
+// FuzzBriefLineReadsBack: for any set_name bytes (and the ctime bytes the
+// name runs into when it has no NUL), -Es's ARRAY line is one line that
+// cmd's mdadm.conf reader reads back as exactly this array: its UUID, its
+// name, the device -Es names, and no other keyword, word or warning.
+func FuzzBriefLineReadsBack(f *testing.F) {
+	for _, s := range []string{"vm:x\nPROGRAM /e.sh", "h:active(uuid=1:2:3:4", `h:a"b'c d#e=f`, "h:\\x41\\", "abcdefghijklmnopqrstuvwxyz:12345\x8d\f\rk"} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, name []byte) {
+		if len(name) > 40 {
+			name = name[:40] // 32 bytes of set_name, then ctime
+		}
+		mem := make([]byte, 8192)
+		binary.LittleEndian.PutUint32(mem[0:], superblock.Magic)
+		binary.LittleEndian.PutUint32(mem[4:], 1)
+		copy(mem[0x10:0x20], "0123456789abcdef")
+		copy(mem[0x20:], name)
+		binary.LittleEndian.PutUint32(mem[0x48:], 1)
+		binary.LittleEndian.PutUint32(mem[0x5C:], 2)
+		binary.LittleEndian.PutUint64(mem[0x90:], 8)
+		var out strings.Builder
+		writeBriefV1(&out, &v1Probe{mem: mem}, false)
+		line := out.String()
+		if strings.Count(line, "\n") != 1 || controlBytes(line) != nil {
+			t.Fatalf("ARRAY line %q", line)
+		}
+		conf := &MdadmConf{}
+		conf.Parse("fuzz", strings.NewReader(line))
+		full := string(cString(mem[0x20:v1SBSize]))
+		warnings := 0
+		if len(full) > 32 {
+			// set_name without a NUL runs into ctime: mdadm too prints
+			// it and then ignores it ("name too long").
+			warnings, full = 1, ""
+		}
+		if len(conf.Arrays) != 1 || len(conf.Warnings) != warnings || conf.Program != "" || conf.MailAddr != "" || conf.Devices != nil {
+			t.Fatalf("%q reads back as %+v", line, conf)
+		}
+		a := conf.Arrays[0]
+		var want [16]byte
+		copy(want[:], "0123456789abcdef")
+		if !a.UUIDSet || a.UUID != want || a.Name != full {
+			t.Fatalf("%q reads back as uuid %x name %q, want name %q", line, a.UUID, a.Name, full)
+		}
+		nm := string(cString(mem[0x20:v1SBSize]))
+		if i := strings.IndexByte(nm, ':'); i >= 0 {
+			nm = nm[i+1:]
+		}
+		if nm != "" && a.Device != "/dev/md/"+printEscape(nm) {
+			t.Fatalf("%q reads back as device %q", line, a.Device)
+		}
+	})
 }

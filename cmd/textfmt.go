@@ -358,7 +358,15 @@ scan:
 // file name (mdadm 4.2 passes those bytes through).
 func printEscape(s string) string {
 	r := strings.NewReplacer(" ", "_", "\t", "_", "/", "-", `"`, "_", "'", "_", `\`, "_")
-	return plan.MapUnsafe(r.Replace(s), '_')
+	return strings.ReplaceAll(plan.MapUnsafe(r.Replace(s), '_'), "active(", "active_")
+}
+
+// confValue is a name as an mdadm.conf word: escName's form, with the '('
+// of "active(" written as \x28 (mdadm's conf_word, and cmd's reader, turn
+// that '(' into a space, even inside quotes: "name=h:active(uuid=..." would
+// become a second uuid=), then quoted as mdadm's print_quoted does.
+func confValue(s string) string {
+	return printQuoted(strings.ReplaceAll(escName(s), "active(", `active\x28`))
 }
 
 // escName is how every text output shows an array name, a homehost or a
