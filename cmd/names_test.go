@@ -477,7 +477,7 @@ func TestNamesHostMdadm(t *testing.T) {
 
 	unsafe := t.TempDir()
 	var lines strings.Builder
-	for i, name := range []string{"x\nPROGRAM /tmp/e", "testhost:a\tb\x1b[31m\r", `h:q"s p#c='$(x)`, "bad\xff\u202e\\x", "x\r\nMAILADDR a@b"} {
+	for i, name := range []string{"x\nPROGRAM /tmp/e", "testhost:a\tb\x1b[31m\r", `h:q"s p#c='$(x)`, "bad\xff\u202e\\x", "x\r\nMAILADDR a@b", "h:active(uuid=1:2:3:4"} {
 		md := fmt.Sprintf("/dev/md/unsafe%d", i)
 		devs := mkArray(t, unsafe, md, 2, 32<<20, "-l1", "-n2", "--assume-clean")
 		setRawName(t, name, devs...)
@@ -492,7 +492,7 @@ func TestNamesHostMdadm(t *testing.T) {
 	if errs != "" {
 		t.Errorf("mdadm complains about mdtool's ARRAY lines:\n%s\n%s", errs, lines.String())
 	}
-	if strings.Count(out, "ARRAY ") != 5 {
+	if strings.Count(out, "ARRAY ") != 6 {
 		t.Errorf("mdadm -Es with the generated mdadm.conf:\n%s", out)
 	}
 }
