@@ -182,8 +182,9 @@ type assembleIdent struct {
 	uuid      [16]byte
 	uuidSet   bool
 	name      string
-	level     int // LevelUnset if not given
-	raidDisks int // -1 if not given
+	nameAlt   string // name= as mdadm 4.2 reads it, when that differs from name
+	level     int    // LevelUnset if not given
+	raidDisks int    // -1 if not given
 	devices   string
 }
 
@@ -193,6 +194,9 @@ func identFromConf(a *ConfArray) assembleIdent {
 	id := newIdent()
 	id.uuid, id.uuidSet = a.UUID, a.UUIDSet
 	id.name = a.Name
+	if a.NameAsWritten != a.Name {
+		id.nameAlt = a.NameAsWritten
+	}
 	id.level = a.Level
 	id.raidDisks = a.RaidDisks
 	id.devices = a.Devices
@@ -481,7 +485,7 @@ func (as *assembler) serve(rv int) error {
 		go func(s *startedArray) {
 			defer wg.Done()
 			<-s.svc.Done()
-			log.Printf("%s: stopped", s.dev)
+			log.Printf("%s: stopped", escName(s.dev))
 		}(s)
 	}
 	go func() { wg.Wait(); close(all) }()
@@ -498,7 +502,7 @@ func (as *assembler) serve(rv int) error {
 			n.Stopping()
 			for _, s := range as.started {
 				if err := s.svc.Shutdown(); err != nil {
-					log.Printf("%s: stop: %v", s.dev, err)
+					log.Printf("%s: stop: %v", escName(s.dev), err)
 				}
 			}
 		}
@@ -669,7 +673,8 @@ func (as *assembler) identMatches(id assembleIdent, d *asmDev, report bool) bool
 	if id.uuidSet && sb.SetUUID != id.uuid && sb.SetUUID != [16]byte{} {
 		return say("%s has wrong uuid.\n")
 	}
-	if id.name != "" && !nameMatches(sb.Name(), id.name, as.homehost) {
+	if id.name != "" && !nameMatches(sb.Name(), id.name, as.homehost) &&
+		(id.nameAlt == "" || !nameMatches(sb.Name(), id.nameAlt, as.homehost)) {
 		return say("%s has wrong name.\n")
 	}
 	if id.level != LevelUnset && id.level != int(sb.Level) {
@@ -941,6 +946,9 @@ func (as *assembler) autoName(sb *superblock.Superblock) string {
 	if n == "" {
 		n = "md_" + uuidText(sb.SetUUID, '_')[:8]
 	}
+	// The name is data: as in -Es's ARRAY lines, no '/', space, quote or
+	// control byte reaches the device (and run-directory) name.
+	n = printEscape(n)
 	if matchHome(sb, as.homehost) != 1 && !strings.HasPrefix(sb.Name(), "any:") {
 		if daemon.Held(daemon.PathsFor(as.o.srv.runDir, n)) {
 			n += "_0"
@@ -1370,8 +1378,12 @@ func (as *assembler) start(j assembleJob, mddev, name string, devs []*asmDev, or
 	opts.ReadOnly = as.o.readonly
 	opts.Force = as.o.force
 	opts.SafeModeDelay = as.o.srv.safeModeDelay
-	opts.Logf = func(format string, a ...any) { engineLog.printf(mddev+": "+format, a...) }
-	opts.Name = filepath.Base(mddev) // mdname in the kernel-style lines
+	// The device name is an argument, never part of the format, and shown
+	// escaped (escName) like every name in a log line.
+	opts.Logf = func(format string, a ...any) {
+		engineLog.printf("%s: "+format, append([]any{escName(mddev)}, a...)...)
+	}
+	opts.Name = escName(filepath.Base(mddev)) // mdname in the kernel-style lines
 	arr, err := engine.Open(edevs, opts)
 	if err != nil {
 		for _, d := range edevs {
@@ -1393,7 +1405,7 @@ func (as *assembler) start(j assembleJob, mddev, name string, devs []*asmDev, or
 		NBDSocket: as.o.srv.nbdSocket, NBDListen: as.o.srv.nbdListen, FUSEDir: as.o.srv.fuse,
 		Metrics: ma, MetricsAddr: as.metricsAddr,
 		SyncLimits: engine.SyncLimits{MinKBps: as.o.srv.syncMin, MaxKBps: as.o.srv.syncMax}, WrapDevice: wrapFaults,
-		Logf: func(format string, a ...any) { log.Printf(mddev+": "+format, a...) }}
+		Logf: func(format string, a ...any) { log.Printf("%s: "+format, append([]any{escName(mddev)}, a...)...) }}
 	cfg.NBDMaxConns, cfg.NBDMaxBytes, cfg.NBDIdleTimeout, _ = as.o.srv.nbdLimits() // checked in runAssemble
 	if as.o.srv.tlsCert != "" || as.o.srv.tlsKey != "" {
 		cfg.TLS, err = daemon.LoadTLS(as.o.srv.tlsCert, as.o.srv.tlsKey, as.o.srv.tlsCA)

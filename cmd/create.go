@@ -51,7 +51,9 @@ func newCreateCmd(env *Env) *cobra.Command {
 
 MD-DEVICE names the array as mdadm expects: /dev/md0, /dev/md/NAME or NAME.
 The array name stored in the superblocks is derived from it unless --name is
-given, and is prefixed with the homehost ("host:name") as mdadm does.
+given, and is prefixed with the homehost ("host:name") as mdadm does. Names
+and homehosts holding control characters, white space, quotes, '#' or '\'
+are refused (exit 2): mdadm 4.2 stores them, and they break ARRAY lines.
 DEVICE is a block device or a regular (image) file; the word "missing" leaves
 a slot empty (a degraded array).
 

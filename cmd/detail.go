@@ -137,7 +137,13 @@ func runDetail(env *Env, o *detailOptions, args []string) error {
 	rv := 0
 	var docs []*detailJSON
 	for _, dev := range devs {
-		st, err := detailStatus(o.runDir, dev)
+		var st *daemon.Status
+		var err error
+		if len(args) == 0 {
+			st, err = statusByName(o.runDir, dev) // a run-directory name
+		} else {
+			st, err = detailStatus(o.runDir, dev)
+		}
 		if err != nil {
 			fmt.Fprintf(env.Stderr, "mdtool: cannot open %s: %v\n", dev, err)
 			if o.test {
@@ -182,7 +188,7 @@ func runDetail(env *Env, o *detailOptions, args []string) error {
 		if err != nil {
 			return exitf(1, "%v", err)
 		}
-		env.Stdout.Write(append(b, '\n'))
+		env.Stdout.Write(append(jsonSafe(b), '\n'))
 	}
 	if rv != 0 {
 		return &ExitError{Code: rv}
@@ -196,6 +202,13 @@ func detailStatus(runDir, dev string) (*daemon.Status, error) {
 	if err != nil {
 		return nil, errors.New("not an md device name")
 	}
+	return statusByName(runDir, name)
+}
+
+// statusByName asks the daemon of the run-directory entry name (as
+// daemon.Names lists it: already escaped, not to be passed through
+// daemon.ArrayName again).
+func statusByName(runDir, name string) (*daemon.Status, error) {
 	st, err := queryStatus(runDir, name)
 	if errors.Is(err, daemon.ErrNotRunning) {
 		return nil, errors.New("no such array is running")
@@ -382,7 +395,7 @@ func (d *detailView) setName32() string { return string(cString(d.sb.SetName[:])
 // writeDetail prints mdadm --detail's text.
 func (d *detailView) writeDetail(w io.Writer, dev string, noDevices bool) {
 	st, sb := d.st, d.sb
-	fmt.Fprintf(w, "%s:\n", dev)
+	fmt.Fprintf(w, "%s:\n", escName(dev))
 	fmt.Fprintf(w, "           Version : %s\n", d.version())
 	if t := sb.CTime.Seconds(); t != 0 {
 		fmt.Fprintf(w, "     Creation Time : %s\n", ctime24(t))
@@ -444,9 +457,9 @@ func (d *detailView) writeDetail(w io.Writer, dev string, noDevices bool) {
 		// mdtool's addition: /proc/mdstat's progress line.
 		fmt.Fprintf(w, "          Progress : %s\n\n", progressLine(st))
 	}
-	fmt.Fprintf(w, "              Name : %s", d.setName32())
+	fmt.Fprintf(w, "              Name : %s", escName(d.setName32()))
 	if d.local() {
-		fmt.Fprintf(w, "  (local to host %s)", d.homehost)
+		fmt.Fprintf(w, "  (local to host %s)", escName(d.homehost))
 	}
 	fmt.Fprintf(w, "\n              UUID : %s", uuidText(sb.SetUUID, ':'))
 	fmt.Fprintf(w, "\n            Events : %d\n\n", sb.Events)
@@ -562,7 +575,7 @@ func (d *detailView) spareCount() int {
 // writeBrief prints the ARRAY line.
 func (d *detailView) writeBrief(w io.Writer, dev string, verbose int) {
 	var b strings.Builder
-	fmt.Fprintf(&b, "ARRAY %s", dev)
+	fmt.Fprintf(&b, "ARRAY %s", confValue(dev))
 	if verbose > 0 {
 		fmt.Fprintf(&b, " level=%s num-devices=%d", levelName(d.st.Level), d.st.RaidDisks)
 	}
@@ -571,7 +584,7 @@ func (d *detailView) writeBrief(w io.Writer, dev string, verbose int) {
 		fmt.Fprintf(&b, " spares=%d", n)
 	}
 	if name := d.setName32(); name != "" {
-		fmt.Fprintf(&b, " name=%s", printQuoted(name))
+		fmt.Fprintf(&b, " name=%s", confValue(name))
 	}
 	fmt.Fprintf(&b, " UUID=%s", uuidText(d.sb.SetUUID, ':'))
 	if verbose > 0 {
@@ -598,18 +611,12 @@ func (d *detailView) writeExport(w io.Writer, noDevices bool) {
 	fmt.Fprintf(w, "MD_METADATA=%s\n", d.version())
 	fmt.Fprintf(w, "MD_UUID=%s\n", uuidText(d.sb.SetUUID, ':'))
 	if rest, ok := strings.CutPrefix(st.Device, "/dev/md/"); ok {
-		fmt.Fprintf(w, "MD_DEVNAME=%s\n", printEscape(rest))
+		fmt.Fprintf(w, "MD_DEVNAME=%s\n", exportValue(printEscape(rest)))
 	}
-	name := d.sb.SetName[:]
-	n := len(name)
-	for i, c := range name {
-		if c == '\n' || c == 0 {
-			n = i
-			break
-		}
-	}
-	if n > 0 {
-		fmt.Fprintf(w, "MD_NAME=%s\n", name[:n])
+	// mdadm cuts the name at a newline and prints the rest raw; mdtool
+	// prints all of it, escaped and shell-safe (exportValue).
+	if name := d.setName32(); name != "" {
+		fmt.Fprintf(w, "MD_NAME=%s\n", exportValue(name))
 	}
 	if noDevices {
 		return

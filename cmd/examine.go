@@ -30,6 +30,10 @@ checksum, layout, chunk, device role, array state), 0.90 superblocks, and an
 MBR partition table when the device holds nothing else. The array name is
 followed by "(local to host H)" when its host part is the homehost
 (--homehost, else HOMEHOST in mdadm.conf, else the system host name).
+Unlike mdadm, names are shown escaped in every output ("\n", "\t", "\xNN",
+"\\" for control characters, unprintable bytes and the backslash): a name is
+never a second line. In ARRAY lines the device maps those bytes and quotes
+to "_"; --export values are single-quoted when a shell would read them.
 
 A device without an md superblock gives "No md superblock detected on DEV."
 and exit status 1; the other devices are still examined.
@@ -328,7 +332,7 @@ func writeJSONDoc(w io.Writer, v any) error {
 	if err != nil {
 		return err
 	}
-	b = append(b, '\n')
+	b = append(jsonSafe(b), '\n')
 	_, err = w.Write(b)
 	return err
 }
@@ -827,14 +831,14 @@ func writeExamineV1(w io.Writer, v *v1Probe, homehost string) {
 	}
 	p("    Feature Map : 0x%x\n", fm)
 	p("     Array UUID : %s\n", uuidText(f.setUUID(), ':'))
-	p("           Name : %s", f.setName32())
+	p("           Name : %s", escName(string(f.setName32())))
 	if nameIsLocal(f.mem[0x20:0x40], homehost) {
-		p("  (local to host %s)", homehost)
+		p("  (local to host %s)", escName(homehost))
 	}
 	p("\n")
 	bsb := f.mem[v1SBSize:]
 	if binary.LittleEndian.Uint32(bsb[68:]) > 0 && fm&superblock.FeatureBitmapOffset != 0 {
-		p("   Cluster Name : %-64s\n", cString(bsb[72:256]))
+		p("   Cluster Name : %-64s\n", escName(string(cString(bsb[72:256]))))
 	}
 	p("  Creation Time : %s\n", ctime24(int64(f.ctime()&0xFFFFFFFFFF)))
 	p("     Raid Level : %s\n", levelName(int(level)))
@@ -1034,15 +1038,10 @@ func writeExportV1(w io.Writer, v *v1Probe) {
 	p := func(format string, a ...any) { fmt.Fprintf(w, format, a...) }
 	p("MD_LEVEL=%s\n", levelNameOrNull(int(f.level())))
 	p("MD_DEVICES=%d\n", int32(f.raidDisks()))
-	name := f.mem[0x20:0x40]
-	for i, c := range name {
-		if c == '\n' || c == 0 {
-			name = name[:i]
-			break
-		}
-	}
-	if len(name) > 0 {
-		p("MD_NAME=%s\n", name)
+	// mdadm cuts the name at a newline and prints the rest raw; mdtool
+	// prints all of it, escaped and shell-safe (exportValue).
+	if name := f.setName32(); len(name) > 0 {
+		p("MD_NAME=%s\n", exportValue(string(name)))
 	}
 	if asize, ok := v1ArraySize(f); ok {
 		p("MD_ARRAY_SIZE=%s\n", humanSizeBrief(asize, prefixJEDEC))
@@ -1069,7 +1068,7 @@ func writeBriefV1(w io.Writer, v *v1Probe, verbose bool) {
 	b.WriteString("ARRAY ")
 	if nm != nil {
 		b.WriteString("/dev/md/")
-		b.WriteString(printEscape(string(nm)))
+		b.WriteString(printEscape(string(nm))) // no space, quote or control byte
 		b.WriteByte(' ')
 	}
 	lname, known := mapNum(persTable, int(f.level()))
@@ -1091,7 +1090,7 @@ func writeBriefV1(w io.Writer, v *v1Probe, verbose bool) {
 	b.WriteString(uuidText(f.setUUID(), ':'))
 	if len(full) > 0 {
 		b.WriteString(" name=")
-		b.WriteString(printQuoted(string(full)))
+		b.WriteString(confValue(string(full)))
 	}
 	b.WriteByte('\n')
 	io.WriteString(w, b.String())
@@ -1148,7 +1147,7 @@ func writeExamineV090(w io.Writer, v *v090Probe, homehost string) {
 	if sb.MinorVersion >= 90 {
 		p("           UUID : %08x:%08x:%08x:%08x", sb.SetUUID0, sb.SetUUID1, sb.SetUUID2, sb.SetUUID3)
 		if homehost != "" && v0Local(v, homehost) {
-			p(" (local to host %s)", homehost)
+			p(" (local to host %s)", escName(homehost))
 		}
 		p("\n")
 	} else {

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"mdtool/engine/plan"
 	"mdtool/superblock"
 	"os"
 	"path/filepath"
@@ -124,6 +125,11 @@ type ConfArray struct {
 	Container  string // container=
 	Member     string // member=
 	Auto       string // auto=
+
+	// Name is unescaped (plan.UnescapeName: mdtool writes names escaped);
+	// NameAsWritten is the name= value as mdadm 4.2 reads it, for a name
+	// with a backslash in a line mdadm wrote.
+	NameAsWritten string
 }
 
 // LevelUnset marks a level that was not given (mdadm's UnSet).
@@ -452,10 +458,13 @@ func (conf *MdadmConf) arrayLine(file string, line int, args []string) {
 			switch {
 			case a.Name != "":
 				conf.warnf("only specify name once, %s ignored.", w)
-			case len(w)-5 > 32:
+			case len(plan.UnescapeName(w[5:])) > 32:
 				conf.warnf("name too long, ignoring %s", w)
 			default:
-				a.Name = w[5:]
+				// mdtool's ARRAY lines write the name escaped
+				// (plan.EscapeName); a name without a backslash
+				// reads as mdadm reads it.
+				a.Name, a.NameAsWritten = plan.UnescapeName(w[5:]), w[5:]
 			}
 		case confHasPrefixFold(w, "bitmap="):
 			if a.Bitmap != "" {

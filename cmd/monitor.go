@@ -472,6 +472,9 @@ func sortedKeys(m map[int]bool) []int {
 // alert is mdadm's alert(): print, run the program, mail, log.
 func (m *monitor) alert(event, dev, disc string) {
 	o := m.o
+	// Device names may come from superblock names or mdadm.conf: escaped
+	// (escName) for the program's arguments, the mail and the log alike.
+	dev, disc = escName(dev), escName(disc)
 	if o.program == "" && o.mail == "" && m.sys == nil {
 		d := disc
 		if d == "" {
@@ -522,13 +525,14 @@ func (m *monitor) alert(event, dev, disc string) {
 // mail sends mdadm's event mail through the sendmail command.
 func (m *monitor) mail(event, dev, disc string) {
 	host, _ := os.Hostname()
+	host = escName(host) // no header ever holds a CR or LF
 	var b strings.Builder
 	if m.mailFrom != "" {
-		fmt.Fprintf(&b, "From: %s\n", m.mailFrom)
+		fmt.Fprintf(&b, "From: %s\n", escName(m.mailFrom))
 	} else {
 		fmt.Fprintf(&b, "From: mdtool monitoring <root>\n")
 	}
-	fmt.Fprintf(&b, "To: %s\n", m.o.mail)
+	fmt.Fprintf(&b, "To: %s\n", escName(m.o.mail))
 	fmt.Fprintf(&b, "Subject: %s event on %s:%s\n\n", event, dev, host)
 	fmt.Fprintf(&b, "This is an automatically generated mail message from mdtool\n")
 	fmt.Fprintf(&b, "running on %s\n\n", host)
@@ -568,14 +572,14 @@ func writeMdstatEntry(w io.Writer, name string, st *daemon.Status) {
 	if st.ReadOnly {
 		state = "active (read-only)"
 	}
-	fmt.Fprintf(w, "%s : %s %s", name, state, levelName(st.Level))
+	fmt.Fprintf(w, "%s : %s %s", escName(name), state, levelName(st.Level))
 	up := make([]bool, st.RaidDisks)
 	nUp := 0
 	for _, ms := range st.Members {
 		if ms.Path == "" || ms.State == "missing" {
 			continue
 		}
-		base := ms.Path[strings.LastIndexByte(ms.Path, '/')+1:]
+		base := escName(ms.Path[strings.LastIndexByte(ms.Path, '/')+1:])
 		switch ms.State {
 		case "faulty":
 			fmt.Fprintf(w, " %s[%d](F)", base, ms.DevNumber)

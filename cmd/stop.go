@@ -74,8 +74,9 @@ func runStop(env *Env, args []string, scan bool, runDir string, timeout time.Dur
 		}
 	}
 	rv := 0
-	for _, dev := range devs {
-		if err := stopArray(runDir, dev, timeout); err != nil {
+	for _, raw := range devs {
+		dev := escName(raw) // as shown; raw names the array
+		if err := stopArray(runDir, raw, timeout); err != nil {
 			var oe *daemon.OpError
 			switch {
 			case errors.As(err, &oe) && oe.Code == daemon.CodeBusy:

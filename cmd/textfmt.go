@@ -7,10 +7,12 @@ package cmd
 
 import (
 	"fmt"
+	"mdtool/engine/plan"
 	"strconv"
 	"strings"
 	"time"
 	"unicode"
+	"unicode/utf16"
 	"unicode/utf8"
 )
 
@@ -349,10 +351,73 @@ scan:
 }
 
 // printEscape is mdadm's print_escape: space and tab become '_', '/'
-// becomes '-' (for names used as device names).
+// becomes '-' (for names used as device names). mdtool extends it: quotes,
+// the backslash and every byte plan.EscapeName would escape (control characters,
+// invalid UTF-8, unprintable runes) become '_' too, so that a device name
+// made from an array name is one plain word of an ARRAY line and a safe
+// file name (mdadm 4.2 passes those bytes through).
 func printEscape(s string) string {
-	r := strings.NewReplacer(" ", "_", "\t", "_", "/", "-")
-	return r.Replace(s)
+	r := strings.NewReplacer(" ", "_", "\t", "_", "/", "-", `"`, "_", "'", "_", `\`, "_")
+	return strings.ReplaceAll(plan.MapUnsafe(r.Replace(s), '_'), "active(", "active_")
+}
+
+// confValue is a name as an mdadm.conf word: escName's form, with the '('
+// of "active(" written as \x28 (mdadm's conf_word, and cmd's reader, turn
+// that '(' into a space, even inside quotes: "name=h:active(uuid=..." would
+// become a second uuid=), then quoted as mdadm's print_quoted does.
+func confValue(s string) string {
+	return printQuoted(strings.ReplaceAll(escName(s), "active(", `active\x28`))
+}
+
+// escName is how every text output shows an array name, a homehost or a
+// device name read from a superblock or a daemon: plan.EscapeName's
+// C-style escapes, so that no control byte reaches a terminal, a
+// configuration line, a mail header or a log line.
+func escName(s string) string { return plan.EscapeName(s) }
+
+// jsonSafe makes encoding/json's output as safe for a terminal as
+// escName's text: encoding/json escapes the bytes below 0x20 (and turns
+// invalid UTF-8 into U+FFFD) but writes DEL, C1 controls and other
+// unprintable runes (bidi overrides, ...) raw; jsonSafe writes them as
+// \uXXXX escapes. Such bytes only occur inside JSON strings, so the
+// document means the same.
+func jsonSafe(b []byte) []byte {
+	var out []byte
+	for i := 0; i < len(b); {
+		r, n := utf8.DecodeRune(b[i:])
+		if r == 0x7f || (r >= 0x80 && r != utf8.RuneError && !unicode.IsPrint(r)) {
+			if out == nil {
+				out = append(out, b[:i]...)
+			}
+			for _, u := range utf16.Encode([]rune{r}) {
+				out = append(out, fmt.Sprintf(`\u%04x`, u)...)
+			}
+		} else if out != nil {
+			out = append(out, b[i:i+n]...)
+		}
+		i += n
+	}
+	if out == nil {
+		return b
+	}
+	return out
+}
+
+// exportValue is the VALUE of an --export KEY=VALUE line: escName's form,
+// bare when it holds only characters neither a shell nor udev's
+// IMPORT{program} treats specially (all names mdadm's create makes),
+// else in single quotes (both strip them), a single quote inside being
+// written as \x27. eval "$(mdtool --detail --export MD)" is safe.
+func exportValue(s string) string {
+	e := escName(s)
+	for i := 0; i < len(e); i++ {
+		c := e[i]
+		if c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte("_:.,+@%/=-", c) >= 0 {
+			continue
+		}
+		return "'" + strings.ReplaceAll(e, "'", `\x27`) + "'"
+	}
+	return e
 }
 
 // strerror turns a Go error from the os package into the text glibc's

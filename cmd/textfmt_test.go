@@ -4,6 +4,8 @@ import (
 	"errors"
 	"io/fs"
 	"os"
+	"os/exec"
+	"strings"
 	"testing"
 	"time"
 )
@@ -177,10 +179,16 @@ func TestPrintQuotedEscape(t *testing.T) {
 		{"mdvm:0", "mdvm:0", "mdvm:0"},
 		{"a b", `"a b"`, "a_b"},
 		{"a\tb", "\"a\tb\"", "a_b"},
-		{`my "big" one`, `'my "big" one'`, `my_"big"_one`},
-		{`it's mine`, `"it's mine"`, "it's_mine"},
-		{`x"y'z w`, `'x"y'"'z w"`, `x"y'z_w`}, // checked against mdadm's print_quoted built with gcc
+		// printEscape: mdadm keeps quotes (my_"big"_one), which turn the
+		// rest of an ARRAY line into the device name; mdtool maps them
+		// and every control byte to '_' as well.
+		{`my "big" one`, `'my "big" one'`, `my__big__one`},
+		{`it's mine`, `"it's mine"`, "it_s_mine"},
+		{`x"y'z w`, `'x"y'"'z w"`, `x_y_z_w`}, // quoted: checked against mdadm's print_quoted built with gcc
 		{"a/b", "a/b", "a-b"},
+		{"x\nPROGRAM /e.sh", `"x` + "\n" + `PROGRAM /e.sh"`, "x_PROGRAM_-e.sh"},
+		{"\x1b[31m\x00\xff", "\x1b[31m\x00\xff", "_[31m__"},
+		{"a#b=c", "a#b=c", "a#b=c"},
 		{"", "", ""},
 	} {
 		if got := printQuoted(c.in); got != c.quoted {
@@ -211,5 +219,29 @@ func TestCString(t *testing.T) {
 	}
 	if got := string(cString([]byte("abcd"))); got != "abcd" {
 		t.Errorf("cString = %q", got)
+	}
+}
+
+func TestExportValue(t *testing.T) {
+	for _, c := range []struct{ in, want string }{
+		{"host:data", "host:data"},
+		{"md_d0", "md_d0"},
+		{"a b", "'a b'"},
+		{"x\nPROGRAM /e.sh", `'x\nPROGRAM /e.sh'`},
+		{"$(reboot)", "'$(reboot)'"},
+		{"it's", `'it\x27s'`},
+		{"\x1b[31m", `'\x1b[31m'`},
+		{`a\b`, `'a\\b'`},
+	} {
+		got := exportValue(c.in)
+		if got != c.want {
+			t.Errorf("exportValue(%q) = %q, want %q", c.in, got, c.want)
+		}
+		// What a shell makes of it: exactly the escaped name, one word.
+		out, err := exec.Command("/bin/sh", "-c", "V="+got+"; printf %s \"$V\"").Output()
+		want := strings.ReplaceAll(escName(c.in), "'", `\x27`)
+		if err != nil || string(out) != want {
+			t.Errorf("sh reads V=%s as %q (%v), want %q", got, out, err, want)
+		}
 	}
 }

@@ -29,10 +29,20 @@ func TestArrayName(t *testing.T) {
 		{"", "", false},
 		{"/dev/md/", "", false},
 		{"/dev/md/..", "", false},
+		// Names are data: unsafe bytes are escaped, never a separator.
+		{"/dev/md/x\nPROGRAM evil", `x\nPROGRAM evil`, true},
+		{"/dev/md/\x1b[31mred", `\x1b[31mred`, true},
+		{"/dev/md/a\x00b", `a\x00b`, true},
+		{"/dev/md/a\\b", `a\\b`, true},
+		{"/dev/md/\xff", `\xff`, true},
+		{"/dev/md/x\n/../y", "", false},
 	} {
 		got, err := ArrayName(tc.in)
 		if (err == nil) != tc.ok || got != tc.want {
 			t.Errorf("ArrayName(%q) = %q, %v; want %q ok=%v", tc.in, got, err, tc.want, tc.ok)
+		}
+		if err == nil && (strings.ContainsAny(got, "/\n\x00\x1b") || got == "..") {
+			t.Errorf("ArrayName(%q) = %q: not a plain file name", tc.in, got)
 		}
 		if err != nil && !errors.Is(err, ErrBadName) {
 			t.Errorf("ArrayName(%q): error %v is not ErrBadName", tc.in, err)

@@ -28,6 +28,8 @@ import (
 	"syscall"
 	"time"
 
+	"mdtool/engine/plan"
+
 	"golang.org/x/sys/unix"
 )
 
@@ -47,7 +49,11 @@ var ErrBadName = errors.New("daemon: unusable array name")
 // ArrayName turns an md device as mdadm accepts it into the name of the
 // array's run-directory entries, the way mdadm's devname_matches compares
 // names: "/dev/md/NAME" and "/dev/NAME" lose their prefix, and the numbered
-// forms "/dev/md0", "/dev/md/0", "md0" and "0" all become "md0".
+// forms "/dev/md0", "/dev/md/0", "md0" and "0" all become "md0". Control
+// bytes, invalid UTF-8 and unprintable runes are written as plan.EscapeName
+// writes them ("\n", "\x1b", backslash as "\\"), so that an entry name
+// is always printable; "/", "", "." and ".." are refused (mdadm refuses
+// such md device names too).
 func ArrayName(dev string) (string, error) {
 	n := dev
 	switch {
@@ -59,7 +65,11 @@ func ArrayName(dev string) (string, error) {
 	if isDigits(n) {
 		n = "md" + n
 	}
-	if n == "" || n == "." || n == ".." || strings.ContainsAny(n, "/\x00") || len(n) > 200 {
+	if n == "" || n == "." || n == ".." || strings.Contains(n, "/") {
+		return "", fmt.Errorf("%w: %q", ErrBadName, dev)
+	}
+	n = plan.EscapeName(n)
+	if len(n) > 200 {
 		return "", fmt.Errorf("%w: %q", ErrBadName, dev)
 	}
 	return n, nil

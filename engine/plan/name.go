@@ -1,7 +1,11 @@
 package plan
 
 import (
+	"fmt"
+	"strconv"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 )
 
 // ArrayName derives the array name mdadm 4.2 stores when --name is not
@@ -90,3 +94,170 @@ func ResolveHomehost(homehost, systemHostname string) string {
 }
 
 func isDigit(c byte) bool { return c >= '0' && c <= '9' }
+
+// Array names (and the homehost, which shares set_name's 32 bytes) are
+// data: whatever bytes a superblock holds, they are shown with one
+// escaping form, EscapeName, and never as raw control bytes. The same
+// test, nameByteUnsafe, decides what is escaped (EscapeName), what a
+// device name derived from a name maps to '_' (MapUnsafe), and what
+// create refuses (CheckName).
+
+// unsafeRuneAt reports the width of the rune at s[i] and whether it must
+// not appear raw in text: bytes below 0x20, 0x7f, bytes that are not
+// valid UTF-8, and runes that are not printable (C1 controls, Unicode
+// format characters such as bidi overrides, line separators). The ASCII
+// space is printable.
+func unsafeRuneAt(s string, i int) (int, bool) {
+	c := s[i]
+	if c < utf8.RuneSelf {
+		return 1, c < 0x20 || c == 0x7f
+	}
+	r, n := utf8.DecodeRuneInString(s[i:])
+	if r == utf8.RuneError && n <= 1 {
+		return 1, true
+	}
+	return n, !unicode.IsPrint(r)
+}
+
+// EscapeName returns s with every unsafe byte written C-style: "\n",
+// "\t", "\r", "\xNN" for the other bytes (each byte of an unsafe rune,
+// each byte of invalid UTF-8), and the backslash itself as "\\". A name
+// without unsafe bytes or backslashes comes back unchanged; the result
+// never holds a control byte. UnescapeName reverses it.
+func EscapeName(s string) string {
+	if !needsEscape(s) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); {
+		n, unsafe := unsafeRuneAt(s, i)
+		if !unsafe {
+			if s[i] == '\\' {
+				b.WriteString(`\\`)
+			} else {
+				b.WriteString(s[i : i+n])
+			}
+			i += n
+			continue
+		}
+		for _, c := range []byte(s[i : i+n]) {
+			switch c {
+			case '\n':
+				b.WriteString(`\n`)
+			case '\t':
+				b.WriteString(`\t`)
+			case '\r':
+				b.WriteString(`\r`)
+			default:
+				fmt.Fprintf(&b, `\x%02x`, c)
+			}
+		}
+		i += n
+	}
+	return b.String()
+}
+
+func needsEscape(s string) bool {
+	for i := 0; i < len(s); {
+		n, unsafe := unsafeRuneAt(s, i)
+		if unsafe || s[i] == '\\' {
+			return true
+		}
+		i += n
+	}
+	return false
+}
+
+// UnescapeName reverses EscapeName: "\\", "\n", "\t", "\r" and "\xNN"
+// become the bytes they stand for; any other backslash is kept as it is.
+func UnescapeName(s string) string {
+	if !strings.Contains(s, `\`) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c != '\\' || i+1 >= len(s) {
+			b.WriteByte(c)
+			continue
+		}
+		switch s[i+1] {
+		case '\\':
+			b.WriteByte('\\')
+		case 'n':
+			b.WriteByte('\n')
+		case 't':
+			b.WriteByte('\t')
+		case 'r':
+			b.WriteByte('\r')
+		case 'x':
+			if i+3 < len(s) {
+				if v, err := strconv.ParseUint(s[i+2:i+4], 16, 8); err == nil {
+					b.WriteByte(byte(v))
+					i += 3
+					continue
+				}
+			}
+			b.WriteByte(c)
+			continue
+		default:
+			b.WriteByte(c)
+			continue
+		}
+		i++
+	}
+	return b.String()
+}
+
+// MapUnsafe replaces every unsafe rune of s (and every byte of invalid
+// UTF-8) by repl: for names turned into device or file names, as
+// mdadm's print_escape turns spaces into '_'.
+func MapUnsafe(s string, repl byte) string {
+	var b []byte
+	for i := 0; i < len(s); {
+		n, unsafe := unsafeRuneAt(s, i)
+		if unsafe {
+			if b == nil {
+				b = append(b, s[:i]...)
+			}
+			b = append(b, repl)
+		} else if b != nil {
+			b = append(b, s[i:i+n]...)
+		}
+		i += n
+	}
+	if b == nil {
+		return s
+	}
+	return string(b)
+}
+
+// CheckName refuses an array name or homehost that create would store
+// but that could not be shown or written into an ARRAY line as it is:
+// control characters and other unsafe bytes (see EscapeName), white
+// space, quotes, '#' and the backslash. mdadm 4.2 checks only the
+// length; 4.3 and later allow even less (POSIX portable names). what
+// names the value in the message ("name", "homehost").
+func CheckName(what, s string) error {
+	for i := 0; i < len(s); {
+		n, unsafe := unsafeRuneAt(s, i)
+		bad := ""
+		switch {
+		case unsafe:
+			bad = "a control character or an unprintable byte"
+		case unicode.IsSpace(rune(s[i])) || (n > 1 && unicode.IsSpace([]rune(s[i : i+n])[0])):
+			bad = "white space"
+		case s[i] == '"' || s[i] == '\'':
+			bad = "a quote"
+		case s[i] == '#':
+			bad = "'#'"
+		case s[i] == '\\':
+			bad = "a backslash"
+		}
+		if bad != "" {
+			return errorf(2, "invalid %s '%s': it contains %s (not allowed: control characters, white space, quotes, '#', '\\').", what, EscapeName(s), bad)
+		}
+		i += n
+	}
+	return nil
+}

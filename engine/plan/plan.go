@@ -532,6 +532,17 @@ func Plan(o Options) (*Result, error) {
 			return nil, err
 		}
 	}
+	if err := CheckName("name", name); err != nil {
+		return nil, err
+	}
+	if MapUnsafe(o.MDDevice, '_') != o.MDDevice {
+		return nil, errorf(2, "invalid md device '%s': it contains a control character or an unprintable byte.", EscapeName(o.MDDevice))
+	}
+	if StoredName(name, homehost) != StoredName(name, "") {
+		if err := CheckName("homehost", homehost); err != nil {
+			return nil, err
+		}
+	}
 
 	// ---- init_super1 ----
 	clean := ((level == LevelRAID4 || level == LevelRAID5) && (insertPoint < raid || firstMissing < raid)) ||
