@@ -75,7 +75,7 @@ bench:
 # NBDBENCH_FLAGS passes options, e.g. NBDBENCH_FLAGS="-runtime 5s -rounds 5".
 NBDBENCH_FLAGS ?=
 bench-nbd: build
-	$(GO) run ./engine/nbd/fiobench/nbdbench -mdtool $(BIN) $(NBDBENCH_FLAGS)
+	$(GO) run ./internal/nbdbench/cmd/nbdbench -mdtool $(BIN) $(NBDBENCH_FLAGS)
 
 # The main job end to end on sparse image files: create a RAID10 with an
 # internal bitmap exactly as the mdadm command line would (which starts

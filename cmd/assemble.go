@@ -16,9 +16,9 @@ import (
 	"github.com/spf13/pflag"
 
 	"mdtool/engine"
-	"mdtool/engine/daemon"
-	"mdtool/engine/member"
-	"mdtool/engine/metrics"
+	"mdtool/internal/daemon"
+	"mdtool/internal/mdadm/member"
+	"mdtool/internal/serve/metrics"
 	"mdtool/ioctl"
 	"mdtool/superblock"
 )

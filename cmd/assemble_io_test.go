@@ -26,8 +26,8 @@ import (
 	"testing"
 	"time"
 
-	"mdtool/engine/daemon"
-	"mdtool/engine/nbd/fiobench"
+	"mdtool/internal/daemon"
+	fiobench "mdtool/internal/nbdbench"
 )
 
 // The end-to-end tests of the daemon: arrays created by mdtool create on

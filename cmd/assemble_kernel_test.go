@@ -15,8 +15,8 @@ import (
 	"testing"
 	"time"
 
-	"mdtool/engine/nbd/fiobench"
 	"mdtool/internal/mdvm"
+	fiobench "mdtool/internal/nbdbench"
 )
 
 // kernelArray is one array of the interop test.

@@ -17,7 +17,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"mdtool/engine/daemon"
+	"mdtool/internal/daemon"
 )
 
 // lockedBuffer is a bytes.Buffer safe for the concurrent writes of an

@@ -11,10 +11,10 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/sys/unix"
 
-	"mdtool/engine/daemon"
-	"mdtool/engine/member"
-	"mdtool/engine/plan"
-	sigprobe "mdtool/engine/probe"
+	"mdtool/internal/daemon"
+	"mdtool/internal/mdadm/member"
+	"mdtool/internal/mdadm/plan"
+	sigprobe "mdtool/internal/mdadm/probe"
 	"mdtool/ioctl"
 	"mdtool/superblock"
 )

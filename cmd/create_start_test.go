@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"mdtool/engine/daemon"
+	"mdtool/internal/daemon"
 )
 
 // TestCreateStartsArray runs the real binary: like mdadm --create, create

@@ -12,7 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"mdtool/engine/daemon"
+	"mdtool/internal/daemon"
 	"mdtool/superblock"
 )
 

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"time"
 
-	"mdtool/engine/daemon"
+	"mdtool/internal/daemon"
 )
 
 // syncWords are the words for a running sync action: /proc/mdstat's

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"mdtool/engine/daemon"
+	"mdtool/internal/daemon"
 )
 
 // TestProgressLine compares the /proc/mdstat progress line with lines the

@@ -14,8 +14,8 @@ import (
 	"testing"
 	"time"
 
-	"mdtool/engine/daemon"
 	"mdtool/internal/crashload"
+	"mdtool/internal/daemon"
 	"mdtool/internal/mdvm"
 )
 

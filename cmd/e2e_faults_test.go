@@ -15,9 +15,9 @@ import (
 	"time"
 
 	"mdtool/engine"
-	"mdtool/engine/daemon"
-	"mdtool/engine/nbd/fiobench"
+	"mdtool/internal/daemon"
 	"mdtool/internal/mdvm"
+	fiobench "mdtool/internal/nbdbench"
 	"mdtool/superblock"
 )
 

@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"mdtool/engine/daemon"
 	"mdtool/internal/crashload"
+	"mdtool/internal/daemon"
 	"mdtool/internal/mdvm"
 )
 

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"mdtool/engine/daemon"
+	"mdtool/internal/daemon"
 	"mdtool/internal/mdvm"
 	"mdtool/superblock"
 )

@@ -6,7 +6,7 @@ import (
 	"os"
 	"testing"
 
-	"mdtool/engine/daemon"
+	"mdtool/internal/daemon"
 )
 
 // TestEarlyLogHold: a background child holds the engine's log lines until

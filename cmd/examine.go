@@ -16,7 +16,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"mdtool/bitmap"
-	"mdtool/engine/member"
+	"mdtool/internal/mdadm/member"
 	"mdtool/ioctl"
 	"mdtool/superblock"
 )

@@ -15,8 +15,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"mdtool/engine/daemon"
-	"mdtool/engine/member"
+	"mdtool/internal/daemon"
+	"mdtool/internal/mdadm/member"
 )
 
 // binRunner runs the real binary with its own run directory, no config

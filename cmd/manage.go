@@ -11,7 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"mdtool/engine/daemon"
+	"mdtool/internal/daemon"
 )
 
 const manageLong = `Change the members of a running array, as mdadm's manage mode does:

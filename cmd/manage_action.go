@@ -8,7 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"mdtool/engine/daemon"
+	"mdtool/internal/daemon"
 )
 
 const actionLong = `Start or stop a sync action of running arrays, as "mdadm --action=ACTION"

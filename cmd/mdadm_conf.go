@@ -10,7 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"mdtool/engine/plan"
+	"mdtool/internal/mdadm/plan"
 	"mdtool/superblock"
 	"os"
 	"path/filepath"

@@ -12,7 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"mdtool/engine/daemon"
+	"mdtool/internal/daemon"
 )
 
 const monitorLong = `Watch running arrays and report events, as "mdadm --monitor" (--follow, -F)

@@ -16,7 +16,7 @@ import (
 	"strings"
 	"testing"
 
-	"mdtool/engine/daemon"
+	"mdtool/internal/daemon"
 	"mdtool/superblock"
 )
 

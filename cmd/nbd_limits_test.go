@@ -27,7 +27,7 @@ import (
 
 	"github.com/spf13/pflag"
 
-	"mdtool/engine/daemon"
+	"mdtool/internal/daemon"
 )
 
 // TestTLSFlagsFailClosed: TLS flags that would leave NBD unprotected are

@@ -7,8 +7,8 @@ import (
 
 	"github.com/spf13/pflag"
 
-	"mdtool/engine/nbd"
-	"mdtool/engine/plan"
+	"mdtool/internal/mdadm/plan"
+	"mdtool/internal/serve/nbd"
 )
 
 // addNBDLimitFlags adds the NBD resource limits (configurable); create has

@@ -8,7 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"mdtool/engine/daemon"
+	"mdtool/internal/daemon"
 )
 
 const stopLong = `Stop running arrays, as "mdadm --stop" (-S) stops them.

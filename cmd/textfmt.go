@@ -7,7 +7,7 @@ package cmd
 
 import (
 	"fmt"
-	"mdtool/engine/plan"
+	"mdtool/internal/mdadm/plan"
 	"strconv"
 	"strings"
 	"time"

@@ -5,7 +5,7 @@ import (
 	"os"
 	"testing"
 
-	"mdtool/engine/daemon"
+	"mdtool/internal/daemon"
 	"mdtool/superblock"
 )
 

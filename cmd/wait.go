@@ -10,7 +10,7 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/sys/unix"
 
-	"mdtool/engine/daemon"
+	"mdtool/internal/daemon"
 )
 
 const waitLong = `Wait until any resync, recovery, check or repair of the given arrays has

@@ -6,7 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"mdtool/engine/member"
+	"mdtool/internal/mdadm/member"
 	"mdtool/ioctl"
 )
 

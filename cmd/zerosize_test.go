@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"mdtool/engine/daemon"
+	"mdtool/internal/daemon"
 	"mdtool/superblock"
 )
 

@@ -4,7 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	mdmember "mdtool/engine/member"
+	mdmember "mdtool/internal/mdadm/member"
 
 	"mdtool/bitmap"
 	"mdtool/superblock"

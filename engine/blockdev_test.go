@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"mdtool/engine/plan"
+	"mdtool/internal/mdadm/plan"
 )
 
 // loopImages creates the member images of s as files (superblocks written

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"mdtool/engine/plan"
+	"mdtool/internal/mdadm/plan"
 )
 
 // spec describes a test array, in mdadm --create terms.

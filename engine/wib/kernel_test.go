@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"mdtool/bitmap"
-	"mdtool/engine/member"
+	"mdtool/internal/mdadm/member"
 	"mdtool/internal/mdvm"
 )
 

@@ -37,7 +37,7 @@ var baselines = []string{"klauspost-1g", "members", "raid0", "baseline", "klausp
 func main() {
 	benchtime := flag.String("benchtime", "300ms", "go test -benchtime")
 	bench := flag.String("bench", ".", "go test -bench pattern")
-	pkgs := flag.String("pkgs", "./engine/parity,./engine,./engine/wib,./bitmap,./engine/nbd", "comma-separated packages")
+	pkgs := flag.String("pkgs", "./engine/parity,./engine,./engine/wib,./bitmap,./internal/serve/nbd", "comma-separated packages")
 	flag.Parse()
 	var all []result
 	for _, p := range strings.Split(*pkgs, ",") {

@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"mdtool/engine/export"
-	"mdtool/engine/nbd"
+	"mdtool/internal/serve/export"
+	"mdtool/internal/serve/nbd"
 )
 
 // cached is a device with a volatile write cache: writes land in the
