@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	mdmember "mdtool/internal/mdadm/member"
 
 	"mdtool/bitmap"
 	"mdtool/superblock"
@@ -23,17 +22,10 @@ type loadedSuper struct {
 var ErrNoSuperblock = errors.New("engine: no md superblock")
 
 // loadSuper finds the v1.x superblock of d the way mdadm's load_super1
-// does (member.FindV1): minor < 0 tries 1.0, 1.1 and 1.2 and keeps the
+// does (findV1): minor < 0 tries 1.0, 1.1 and 1.2 and keeps the
 // latest ctime.
 func loadSuper(d Device, minor int) (*loadedSuper, error) {
-	v, err := mdmember.FindV1(deviceReader{d}, uint64(d.Geometry().Size)>>9, minor)
-	if errors.Is(err, mdmember.ErrNoSuperblock) {
-		return nil, ErrNoSuperblock
-	}
-	if err != nil {
-		return nil, err
-	}
-	return &loadedSuper{minor: v.Minor, offset: v.Offset, raw: v.Raw, sb: v.SB, err: v.Err}, nil
+	return findV1(deviceReader{d}, uint64(d.Geometry().Size)>>9, minor)
 }
 
 // deviceReader reads a Device through readFull's aligned bounce buffer.
