@@ -1352,10 +1352,10 @@ func (as *assembler) start(j assembleJob, mddev, name string, devs []*asmDev, or
 		if err != nil {
 			return fail("failed to add %s to %s: %s\n", d.path, mddev, openReason(err))
 		}
-		ed, err := wrapFaults(d.path, fd)
+		ed, err := wrapMemberDevice(d.path, fd)
 		if err != nil {
 			fd.Close()
-			return fail("%s: %v\n", faultEnv, err)
+			return fail("%v\n", err)
 		}
 		edevs = append(edevs, ed)
 		abs, err := filepath.Abs(d.path)
@@ -1404,7 +1404,7 @@ func (as *assembler) start(j assembleJob, mddev, name string, devs []*asmDev, or
 		Members: specs, SuperMinor: devs[order[0]].minor, ReadOnly: as.o.readonly,
 		NBDSocket: as.o.srv.nbdSocket, NBDListen: as.o.srv.nbdListen, FUSEDir: as.o.srv.fuse,
 		Metrics: ma, MetricsAddr: as.metricsAddr,
-		SyncLimits: engine.SyncLimits{MinKBps: as.o.srv.syncMin, MaxKBps: as.o.srv.syncMax}, WrapDevice: wrapFaults,
+		SyncLimits: engine.SyncLimits{MinKBps: as.o.srv.syncMin, MaxKBps: as.o.srv.syncMax}, WrapDevice: wrapMember,
 		Logf: func(format string, a ...any) { log.Printf("%s: "+format, append([]any{escName(mddev)}, a...)...) }}
 	cfg.NBDMaxConns, cfg.NBDMaxBytes, cfg.NBDIdleTimeout, _ = as.o.srv.nbdLimits() // checked in runAssemble
 	if as.o.srv.tlsCert != "" || as.o.srv.tlsKey != "" {

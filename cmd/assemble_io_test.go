@@ -309,7 +309,9 @@ var (
 	binErr  error
 )
 
-// mdtoolBinary builds mdtool once for the tests that need a real process.
+// mdtoolBinary builds mdtool once for the tests that need a real process:
+// the test build (testHooksTag), which also takes fault injection and
+// geometry overrides from its environment (testhooks_env.go).
 func mdtoolBinary(t *testing.T) string {
 	t.Helper()
 	binOnce.Do(func() {
@@ -319,7 +321,7 @@ func mdtoolBinary(t *testing.T) string {
 			return
 		}
 		binPath = filepath.Join(dir, "mdtool")
-		out, err := exec.Command("go", "build", "-o", binPath, "..").CombinedOutput()
+		out, err := exec.Command("go", "build", "-tags", testHooksTag, "-o", binPath, "..").CombinedOutput()
 		if err != nil {
 			binErr = fmt.Errorf("go build: %v\n%s", err, out)
 		}

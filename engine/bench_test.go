@@ -242,7 +242,7 @@ func BenchmarkEngine(b *testing.B) {
 // written before the array was opened), so a benchmark on it must not
 // read back what it wrote. It is not a memory-speed device to the
 // engine, which fans out to it as to real members and writes its parity
-// from buffers (no in-place writes: those need Geometry().Memory).
+// from buffers.
 type modelDevice struct {
 	*MemDevice
 	cfg membermodel.Config
@@ -301,12 +301,14 @@ func benchArrayModel(b *testing.B, s spec) *Array {
 // target >= 0.7. Two kinds of members:
 //
 //   - memory: MemDevice. A member write is a memory copy, bound by the
-//     machine's memory bandwidth, which both cores share. The data
-//     chunks are copied from the caller's buffer; the parity is computed
-//     straight into the parity members' memory (InPlaceWriter), so the
-//     parity bytes are stored once and never copied. Before that (parity
-//     into a buffer, then a copy) raid6 ran 0.58-0.64 of raid0, below the
-//     4/6 share of data in the bytes copied.
+//     machine's memory bandwidth, which both cores share. The engine
+//     takes the path it takes for every device: the data chunks are
+//     copied from the caller's buffer, the parity is computed into a
+//     buffer and then copied to the parity members like any write, so
+//     this measures the engine's buffer path plus one extra copy of the
+//     parity bytes that raid0 does not make. (An in-place path that
+//     computed parity straight into MemDevice memory, reachable by no
+//     real device, was removed.)
 //   - model: members with their own bandwidth (seqMember, 500 MB/s each)
 //     serving in parallel as disks do, and taking the data as a disk's DMA
 //     does, without a host copy (modelDevice); the parity members write

@@ -55,21 +55,6 @@ type FUAWriter interface {
 	WriteAtFUA(p []byte, off int64) (int, error)
 }
 
-// InPlaceWriter is implemented by memory devices whose memory the engine
-// may write directly: full-stripe writes compute parity straight into
-// the parity members instead of into a buffer that a WriteAt then
-// copies. Requests on one range never overlap (the engine holds the
-// stripe lock), so the lock a device takes here only orders the
-// engine's access with other users of the device.
-type InPlaceWriter interface {
-	// BeginInPlace returns the device's memory for [off, off+n), locked
-	// for writing, or nil when the range is not one piece of memory or
-	// the device is closed; then the caller writes with WriteAt.
-	BeginInPlace(off int64, n int) []byte
-	// EndInPlace unlocks a range BeginInPlace returned.
-	EndInPlace(off int64, n int)
-}
-
 // Errors.
 var (
 	// ErrAlignment: the request is not aligned to the logical block size.

@@ -121,33 +121,6 @@ func (m *MemDevice) WriteAt(p []byte, off int64) (int, error) {
 	return done, nil
 }
 
-// BeginInPlace returns the device memory of [off, off+n) with its locks
-// taken for writing, or nil when the range is not inside one 64 KiB page,
-// is out of range, or the device is closed.
-func (m *MemDevice) BeginInPlace(off int64, n int) []byte {
-	if m.closed.Load() || n <= 0 || checkRange(off, int64(n), m.geom.Size) != nil {
-		return nil
-	}
-	po := int(off % memPageSize)
-	if po+n > memPageSize {
-		return nil
-	}
-	pg := m.page(off / memPageSize)
-	for l := po >> memLockShift; l <= (po+n-1)>>memLockShift; l++ {
-		pg.mu[l].Lock()
-	}
-	return pg.data[po : po+n : po+n]
-}
-
-// EndInPlace releases a range BeginInPlace returned.
-func (m *MemDevice) EndInPlace(off int64, n int) {
-	po := int(off % memPageSize)
-	pg := m.pages[off/memPageSize].Load()
-	for l := (po + n - 1) >> memLockShift; l >= po>>memLockShift; l-- {
-		pg.mu[l].Unlock()
-	}
-}
-
 // WriteZeroes zeroes a range; whole pages are dropped.
 func (m *MemDevice) WriteZeroes(off, n int64) error {
 	if m.closed.Load() {

@@ -27,24 +27,22 @@ type stripedPers struct {
 
 // stripeWork is the per-request scratch of the striped path (pooled).
 type stripeWork struct {
-	row   layout.Row
-	bufs  []*buf
-	db    [][]byte // per data index: block over the hull
-	old   [][]byte // per data index: old data over its written range (rmw)
-	syn   [][]byte // per syndrome slot
-	xs    [][]byte // scratch source list
-	have  []bool   // per data index: db holds valid (old) data
-	wlo   []uint64 // per data index: written range in the chunk (wlo == whi: none)
-	whi   []uint64
-	olo   []uint64 // per data index: written range of the whole request
-	ohi   []uint64
-	bad   []bool // per role: returned a read error in this request
-	lost  []int
-	ol    *opList
-	pb    []byte
-	qb    []byte
-	segs  [][]byte // full-stripe writes in place: segs[role*K+i], nil for parity
-	ipErr []memOp  // full-stripe writes in place: failed parity writes
+	row  layout.Row
+	bufs []*buf
+	db   [][]byte // per data index: block over the hull
+	old  [][]byte // per data index: old data over its written range (rmw)
+	syn  [][]byte // per syndrome slot
+	xs   [][]byte // scratch source list
+	have []bool   // per data index: db holds valid (old) data
+	wlo  []uint64 // per data index: written range in the chunk (wlo == whi: none)
+	whi  []uint64
+	olo  []uint64 // per data index: written range of the whole request
+	ohi  []uint64
+	bad  []bool // per role: returned a read error in this request
+	lost []int
+	ol   *opList
+	pb   []byte
+	qb   []byte
 }
 
 var workPool sync.Pool
@@ -97,8 +95,6 @@ func (w *stripeWork) freeBufs() {
 func (w *stripeWork) release() {
 	w.freeBufs()
 	clear(w.syn[:cap(w.syn)])
-	clear(w.segs)
-	w.segs = w.segs[:0]
 	putOps(w.ol)
 	w.ol = nil
 	workPool.Put(w)
@@ -426,30 +422,26 @@ func (sp *stripedPers) writeFull(p []byte, sector uint64, K int, fua bool, zeroe
 		}
 	} else {
 		cb := int(c) << 9
-		if sp.inPlaceMembers() {
-			sp.fullInPlace(w, p, s0, K)
-		} else {
-			pAll := w.alloc(K * cb)
-			var qAll []byte
-			if sp.r6 {
-				qAll = w.alloc(K * cb)
-			}
-			fill := func() {
-				for i := 0; i < K; i++ {
-					g.Row(s0+uint64(i), &w.row)
-					base := i * int(stripeSec<<9)
-					for d := range w.row.Data {
-						w.db[d] = p[base+d*cb : base+(d+1)*cb]
-					}
-					w.pb = pAll[i*cb : (i+1)*cb]
-					if sp.r6 {
-						w.qb = qAll[i*cb : (i+1)*cb]
-					}
-					sp.computeParity(w)
-				}
-			}
-			degraded = sp.fullOpsPerChunk(w, p, pAll, qAll, s0, K, fill) || degraded
+		pAll := w.alloc(K * cb)
+		var qAll []byte
+		if sp.r6 {
+			qAll = w.alloc(K * cb)
 		}
+		fill := func() {
+			for i := 0; i < K; i++ {
+				g.Row(s0+uint64(i), &w.row)
+				base := i * int(stripeSec<<9)
+				for d := range w.row.Data {
+					w.db[d] = p[base+d*cb : base+(d+1)*cb]
+				}
+				w.pb = pAll[i*cb : (i+1)*cb]
+				if sp.r6 {
+					w.qb = qAll[i*cb : (i+1)*cb]
+				}
+				sp.computeParity(w)
+			}
+		}
+		degraded = sp.fullOpsPerChunk(w, p, pAll, qAll, s0, K, fill) || degraded
 		for pass := 0; pass < 2; pass++ {
 			for i := range w.ol.ops {
 				op := &w.ol.ops[i]
@@ -528,136 +520,6 @@ func (sp *stripedPers) fullOpsPerChunk(w *stripeWork, p, pAll, qAll []byte, s0 u
 	}
 	a.runWhile(w.ol.ops, ready, fill)
 	return degraded
-}
-
-// inPlaceMembers reports whether every role has an in-sync, writable
-// member that lets parity be computed straight into its memory
-// (InPlaceWriter).
-func (sp *stripedPers) inPlaceMembers() bool {
-	for _, m := range sp.a.roles {
-		if m == nil || !m.memory || !m.writable() || m.State() != InSync {
-			return false
-		}
-		if _, ok := m.dev.(InPlaceWriter); !ok {
-			return false
-		}
-	}
-	return true
-}
-
-// fullInPlace runs a full-stripe write on members that are memory the
-// engine may write (InPlaceWriter; every member in sync): the data chunks
-// go to the members as ops on workers (one op per run of consecutive data
-// chunks on a member), while the calling goroutine computes each
-// stripe's parity straight into the parity members' memory, so that
-// parity is written once and never copied. A parity range that is not
-// one piece of device memory is computed into a buffer and written.
-// Parity write failures are added to w.ol.ops as failed ops.
-func (sp *stripedPers) fullInPlace(w *stripeWork, p []byte, s0 uint64, K int) {
-	a, g, c := sp.a, sp.g, sp.chunk()
-	n := g.RaidDisks()
-	cb := int(c) << 9
-	stripeBytes := int(g.StripeSectors() << 9)
-	ms := s0 * c
-	if cap(w.segs) < n*K {
-		w.segs = make([][]byte, n*K)
-	}
-	w.segs = w.segs[:n*K]
-	clear(w.segs)
-	for i := 0; i < K; i++ {
-		g.Row(s0+uint64(i), &w.row)
-		base := i * stripeBytes
-		for d, role := range w.row.Data {
-			w.segs[role*K+i] = p[base+d*cb : base+(d+1)*cb]
-		}
-	}
-	// segs[role*K+i] is the data chunk role holds in stripe i, nil where
-	// it holds parity: consecutive chunks of a run are consecutive on the
-	// member.
-	for role := 0; role < n; role++ {
-		m := a.roles[role]
-		for i := 0; i < K; {
-			if w.segs[role*K+i] == nil {
-				i++
-				continue
-			}
-			j := i
-			for j < K && w.segs[role*K+j] != nil {
-				j++
-			}
-			w.ol.ops = append(w.ol.ops, memOp{m: m, write: true, off: m.dataOff + int64(ms+uint64(i)*c)<<9,
-				bufs: w.segs[role*K+i : role*K+j], tag: role})
-			i = j
-		}
-	}
-	w.ipErr = w.ipErr[:0]
-	fill := func() {
-		for i := 0; i < K; i++ {
-			g.Row(s0+uint64(i), &w.row)
-			base := i * stripeBytes
-			for d := range w.row.Data {
-				w.db[d] = p[base+d*cb : base+(d+1)*cb]
-			}
-			sp.parityInPlace(w, cb)
-		}
-	}
-	a.runWhile(w.ol.ops, len(w.ol.ops), fill)
-	w.ol.ops = append(w.ol.ops, w.ipErr...)
-}
-
-// parityInPlace computes the parity of w.row (data in w.db, cb bytes a
-// chunk) into the parity members' memory.
-func (sp *stripedPers) parityInPlace(w *stripeWork, cb int) {
-	a := sp.a
-	sec := w.row.Sector
-	pm := a.roles[w.row.P]
-	poff := pm.dataOff + int64(sec)<<9
-	pip := pm.dev.(InPlaceWriter)
-	pd := pip.BeginInPlace(poff, cb)
-	w.pb = pd
-	if pd == nil {
-		w.pb = w.alloc(cb)
-	}
-	var qm *member
-	var qip InPlaceWriter
-	var qoff int64
-	var qd []byte
-	if sp.r6 {
-		qm = a.roles[w.row.Q]
-		qoff = qm.dataOff + int64(sec)<<9
-		qip = qm.dev.(InPlaceWriter)
-		qd = qip.BeginInPlace(qoff, cb)
-		w.qb = qd
-		if qd == nil {
-			w.qb = w.alloc(cb)
-		}
-	}
-	if pd != nil && (!sp.r6 || qd != nil) {
-		// Straight into member memory, which nothing reads soon: stores
-		// that bypass the caches (no read-for-ownership of the lines).
-		if sp.r6 {
-			parity.GenPQStream(w.pb, w.qb, sp.syndrome(w))
-		} else {
-			parity.XorStream(w.pb, w.db)
-		}
-	} else {
-		sp.computeParity(w)
-	}
-	done := func(m *member, ip InPlaceWriter, off int64, d, b []byte) {
-		a.stats.memberWrites.add(uint64(off>>16), 1)
-		if d != nil {
-			ip.EndInPlace(off, cb)
-			return
-		}
-		if _, err := m.dev.WriteAt(b, off); err != nil {
-			op := memOp{m: m, write: true, off: off, err: err, tag: -1}
-			w.ipErr = append(w.ipErr, op)
-		}
-	}
-	done(pm, pip, poff, pd, w.pb)
-	if sp.r6 {
-		done(qm, qip, qoff, qd, w.qb)
-	}
 }
 
 // Partial-stripe plans.

@@ -7,10 +7,8 @@
 // files): they report their stat size, a 512-byte logical and a 4096-byte
 // physical block size, and no I/O hints.
 //
-// Geometry can be overridden for devices that report wrong values, or to
-// test other geometries on image files, with the environment variable
-// MDTOOL_GEOMETRY_OVERRIDE (see [EnvOverride]) or programmatically with
-// [SetOverride].
+// Geometry can be overridden per path with [SetOverride], to test other
+// geometries on image files; no environment variable is read.
 //
 // Everything here is Linux-only.
 package ioctl

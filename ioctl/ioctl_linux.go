@@ -60,7 +60,7 @@ func (e *BusyError) Unwrap() []error { return []error{ErrBusy, syscall.EBUSY} }
 // BLKSSZGET, BLKPBSZGET, BLKIOMIN and BLKIOOPT, falling back to
 // /sys/dev/block/MAJ:MIN for any ioctl that fails; for a regular file its
 // stat size with FileLogicalBlockSize/FilePhysicalBlockSize and no I/O
-// hints. Overrides (EnvOverride, SetOverride) for f.Name() are applied
+// hints. Overrides (SetOverride) for f.Name() are applied
 // last.
 func GetGeometry(f *os.File) (Geometry, error) {
 	fi, err := f.Stat()
@@ -87,11 +87,7 @@ func GetGeometry(f *os.File) (Geometry, error) {
 	default:
 		return Geometry{}, &os.PathError{Op: "get geometry", Path: f.Name(), Err: errors.New("not a block device or regular file")}
 	}
-	o, ok, err := overrideFor(f.Name())
-	if err != nil {
-		return Geometry{}, err
-	}
-	if ok {
+	if o, ok := overrideFor(f.Name()); ok {
 		g = o.Apply(g)
 	}
 	return g, nil

@@ -94,59 +94,7 @@ func u32(v uint32) *uint32 { return &v }
 func u64(v uint64) *uint64 { return &v }
 func boolp(v bool) *bool   { return &v }
 
-func TestParseOverrides(t *testing.T) {
-	tests := []struct {
-		in      string
-		want    map[string]Override
-		wantErr string
-	}{
-		{in: "", want: map[string]Override{}},
-		{in: "/dev/sdb:lbs=4096,pbs=4096,io_opt=1048576", want: map[string]Override{
-			"/dev/sdb": {LogicalBlockSize: u32(4096), PhysicalBlockSize: u32(4096), IOOpt: u32(1048576)}}},
-		{in: "a.img:size=0x100000 ; *:rotational=1,io_min=0", want: map[string]Override{
-			"a.img": {Size: u64(1 << 20)},
-			"*":     {Rotational: boolp(true), IOMin: u32(0)}}},
-		{in: "/dev/disk/by-id/x:y:lbs=512", want: map[string]Override{
-			"/dev/disk/by-id/x:y": {LogicalBlockSize: u32(512)}}},
-		{in: "/dev/sdb", wantErr: "want PATH:key=value"},
-		{in: "/dev/sdb:lbs", wantErr: "not key=value"},
-		{in: "/dev/sdb:lbs=1000", wantErr: "power of two"},
-		{in: "/dev/sdb:lbs=256", wantErr: "power of two"},
-		{in: "/dev/sdb:colour=red", wantErr: "bad number"},
-		{in: "/dev/sdb:colour=1", wantErr: "unknown key"},
-		{in: "/dev/sdb:rotational=2", wantErr: "0 or 1"},
-		{in: "/dev/sdb:io_opt=99999999999", wantErr: "too large"},
-	}
-	for _, tt := range tests {
-		got, err := ParseOverrides(tt.in)
-		if tt.wantErr != "" {
-			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
-				t.Errorf("ParseOverrides(%q) err = %v, want %q", tt.in, err, tt.wantErr)
-			}
-			continue
-		}
-		if err != nil {
-			t.Errorf("ParseOverrides(%q): %v", tt.in, err)
-			continue
-		}
-		if len(got) != len(tt.want) {
-			t.Errorf("ParseOverrides(%q) = %d entries, want %d", tt.in, len(got), len(tt.want))
-		}
-		for k, w := range tt.want {
-			g, ok := got[k]
-			if !ok {
-				t.Errorf("ParseOverrides(%q): no entry %q", tt.in, k)
-				continue
-			}
-			base := Geometry{Size: 7, LogicalBlockSize: 7, PhysicalBlockSize: 7, IOMin: 7, IOOpt: 7}
-			if g.Apply(base) != w.Apply(base) {
-				t.Errorf("ParseOverrides(%q)[%q] applies as %+v, want %+v", tt.in, k, g.Apply(base), w.Apply(base))
-			}
-		}
-	}
-}
-
-func TestOverrideFromEnvAndProgram(t *testing.T) {
+func TestOverrideProgram(t *testing.T) {
 	dir := t.TempDir()
 	p := filepath.Join(dir, "d.img")
 	if err := os.WriteFile(p, make([]byte, 8192), 0o600); err != nil {
@@ -165,30 +113,25 @@ func TestOverrideFromEnvAndProgram(t *testing.T) {
 		}
 		return g
 	}
-	t.Setenv(EnvOverride, "*:io_opt=65536;"+p+":lbs=4096,pbs=4096,io_opt=1048576")
-	if g := geom(); g.LogicalBlockSize != 4096 || g.PhysicalBlockSize != 4096 || g.IOOpt != 1048576 || g.Size != 8192 {
-		t.Errorf("exact env override: got %+v", g)
+	t.Cleanup(func() { SetOverride("*", Override{}); SetOverride(p, Override{}) })
+	if g := geom(); g.LogicalBlockSize != 512 || g.PhysicalBlockSize != 4096 || g.IOOpt != 0 || g.Size != 8192 {
+		t.Errorf("no override: got %+v", g)
 	}
-	t.Setenv(EnvOverride, "*:io_opt=65536,rotational=1")
+	SetOverride("*", Override{IOOpt: u32(65536), Rotational: boolp(true)})
 	if g := geom(); g.IOOpt != 65536 || !g.Rotational || g.LogicalBlockSize != 512 {
-		t.Errorf("wildcard env override: got %+v", g)
+		t.Errorf("wildcard override: got %+v", g)
+	}
+	SetOverride(p, Override{LogicalBlockSize: u32(4096), PhysicalBlockSize: u32(4096)})
+	if g := geom(); g.LogicalBlockSize != 4096 || g.PhysicalBlockSize != 4096 || g.IOOpt != 0 || g.Size != 8192 {
+		t.Errorf("override for the path should win over \"*\": got %+v", g)
 	}
 	SetOverride(p, Override{Size: u64(4096)})
-	if g := geom(); g.Size != 4096 || g.IOOpt != 0 {
-		t.Errorf("programmatic override should win over env: got %+v", g)
+	if g := geom(); g.Size != 4096 || g.IOOpt != 0 || g.LogicalBlockSize != 512 {
+		t.Errorf("exact override: got %+v", g)
 	}
 	SetOverride(p, Override{})
 	if g := geom(); g.Size != 8192 || g.IOOpt != 65536 {
-		t.Errorf("after removing the programmatic override: got %+v", g)
-	}
-	t.Setenv(EnvOverride, "junk")
-	f, err := os.Open(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	if _, err := GetGeometry(f); err == nil || !strings.Contains(err.Error(), EnvOverride) {
-		t.Errorf("malformed %s: err = %v", EnvOverride, err)
+		t.Errorf("after removing the exact override: got %+v", g)
 	}
 }
 
@@ -315,7 +258,8 @@ func TestLoopGeometry(t *testing.T) {
 
 func TestLoopOverride(t *testing.T) {
 	dev := requireLoop(t, 8<<20, 0)
-	t.Setenv(EnvOverride, dev+":lbs=4096,pbs=4096,io_opt=1048576")
+	SetOverride(dev, Override{LogicalBlockSize: u32(4096), PhysicalBlockSize: u32(4096), IOOpt: u32(1048576)})
+	t.Cleanup(func() { SetOverride(dev, Override{}) })
 	f, err := OpenExclusive(dev, false)
 	if err != nil {
 		t.Fatal(err)

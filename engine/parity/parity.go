@@ -114,8 +114,8 @@ func GenPQ(p, q []byte, data [][]byte) {
 
 // XorStream is Xor with non-temporal stores where the CPU has them and
 // dst is aligned to the vector size: dst bypasses the caches, for
-// destinations that will not be read again soon (parity written straight
-// into a member's memory). The result is the same as Xor's.
+// destinations that will not be read again soon. The engine does not use
+// it at present. The result is the same as Xor's.
 func XorStream(dst []byte, srcs [][]byte) {
 	checkSrcs(srcs, len(dst))
 	xorBlocks(dst, srcs, -1, nil, true)

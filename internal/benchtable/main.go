@@ -231,8 +231,9 @@ func printTargets(rs []result) bool {
 	// Full-stripe raid5/6 sequential write >= 70% of raid0 over the same
 	// data members, on two kinds of members (see engine's
 	// BenchmarkFullStripeVsRAID0): memory members, where a member write is
-	// a memory copy (parity computed in place), and modelled members with
-	// their own bandwidth, serving in parallel like disks.
+	// a memory copy (parity computed into a buffer, then copied, as for
+	// every device), and modelled members with their own bandwidth,
+	// serving in parallel like disks.
 	for _, r := range rs {
 		if !strings.HasPrefix(r.group, "BenchmarkFullStripeVsRAID0") {
 			continue

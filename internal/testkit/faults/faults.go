@@ -1,24 +1,13 @@
-package cmd
-
-import (
-	"fmt"
-	"os"
-	"path/filepath"
-	"strconv"
-	"strings"
-	"sync"
-	"time"
-
-	"mdtool/engine"
-)
-
-// faultEnv names the test-only environment variable that wraps members in
-// fault-injecting devices (see wrapFaults). It is not a user interface:
-// the fault-injection tests of the daemon use it, and nothing documents it
-// to users. Its value is a list of members separated by ';', each a member
+// Package faults wraps engine devices in engine.FaultDevice from a
+// textual fault specification. It is test support only: in-process tests
+// install [Wrapper] as the cmd package's member hook, and the test build
+// of mdtool (build tag mdtool_testhooks, cmd/testhooks_env.go) installs
+// [FromEnv], which reads [Env]. The product never links this package.
+//
+// A specification is a list of members separated by ';', each a member
 // path (as given to assemble) and its faults after a ':':
 //
-//	MDTOOL_TEST_FAULTS='d1.img:read=0.01,write=0.002,seed=7;/dev/loop3:dead-after=5000'
+//	d1.img:read=0.01,write=0.002,seed=7;/dev/loop3:dead-after=5000
 //
 // Faults:
 //
@@ -37,10 +26,26 @@ import (
 //	               fails, as a pulled drive (0: dead at once)
 //
 // Errors are engine.ErrInjected.
-const faultEnv = "MDTOOL_TEST_FAULTS"
+package faults
 
-// faultSpec is one member's faults as faultEnv gives them.
-type faultSpec struct {
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"mdtool/engine"
+)
+
+// Env is the environment variable the test build of mdtool reads
+// specifications from. Nothing in the product reads it.
+const Env = "MDTOOL_TEST_FAULTS"
+
+// Spec is one member's faults.
+type Spec struct {
 	Path                        string
 	Read, Write, Flush          float64
 	Seed                        uint64
@@ -51,9 +56,9 @@ type faultSpec struct {
 	hasDead, hasOffLen          bool
 }
 
-// parseFaults parses a faultEnv value.
-func parseFaults(s string) ([]faultSpec, error) {
-	var specs []faultSpec
+// Parse parses a specification.
+func Parse(s string) ([]Spec, error) {
+	var specs []Spec
 	seen := map[string]bool{}
 	for i, entry := range strings.Split(s, ";") {
 		entry = strings.TrimSpace(entry)
@@ -64,11 +69,11 @@ func parseFaults(s string) ([]faultSpec, error) {
 		if k < 0 {
 			return nil, fmt.Errorf("entry %d %q: want PATH:FAULT,... (no ':')", i+1, entry)
 		}
-		sp := faultSpec{Path: entry[:k], Seed: 1, DeadAfter: -1}
+		sp := Spec{Path: entry[:k], Seed: 1, DeadAfter: -1}
 		if sp.Path == "" {
 			return nil, fmt.Errorf("entry %d %q: empty member path", i+1, entry)
 		}
-		key := cleanFaultPath(sp.Path)
+		key := cleanPath(sp.Path)
 		if seen[key] {
 			return nil, fmt.Errorf("entry %d: member %s given twice", i+1, sp.Path)
 		}
@@ -160,9 +165,9 @@ func parseFaults(s string) ([]faultSpec, error) {
 	return specs, nil
 }
 
-// rules turns a spec into FaultDevice rules: dead-after first, so that it
+// Rules turns a spec into FaultDevice rules: dead-after first, so that it
 // counts every operation.
-func (sp faultSpec) rules() []engine.FaultRule {
+func (sp Spec) Rules() []engine.FaultRule {
 	var rs []engine.FaultRule
 	if sp.hasDead {
 		rs = append(rs, engine.FaultRule{Ops: engine.OpAll, Skip: sp.DeadAfter})
@@ -186,46 +191,68 @@ func (sp faultSpec) rules() []engine.FaultRule {
 	return rs
 }
 
-func cleanFaultPath(p string) string {
+func cleanPath(p string) string {
 	if abs, err := filepath.Abs(p); err == nil {
 		return abs
 	}
 	return filepath.Clean(p)
 }
 
-// faultDevs remembers the fault devices made in this process, by cleaned
+// devs remembers the fault devices made in this process, by cleaned
 // path, for in-process tests that look at their counters.
-var faultDevs sync.Map
+var devs sync.Map
 
-// faultDeviceFor returns the FaultDevice wrapping the member at path in
-// this process, or nil.
-func faultDeviceFor(path string) *engine.FaultDevice {
-	v, ok := faultDevs.Load(cleanFaultPath(path))
+// DeviceFor returns the FaultDevice last made in this process for the
+// member at path, or nil.
+func DeviceFor(path string) *engine.FaultDevice {
+	v, ok := devs.Load(cleanPath(path))
 	if !ok {
 		return nil
 	}
 	return v.(*engine.FaultDevice)
 }
 
-// wrapFaults returns the device to give the engine for the member at
-// path: d itself, or d wrapped in an engine.FaultDevice when faultEnv asks
-// for faults on that member.
-func wrapFaults(path string, d engine.Device) (engine.Device, error) {
-	env := os.Getenv(faultEnv)
-	if env == "" {
+// WrapFunc is the shape of the member hooks (cmd's member hook,
+// daemon.Config.WrapDevice).
+type WrapFunc = func(path string, d engine.Device) (engine.Device, error)
+
+// Wrapper returns a hook that wraps the members spec names in fault
+// devices and returns the others as they are. spec is parsed at each
+// call, so that a bad one fails the open that uses it.
+func Wrapper(spec string) WrapFunc {
+	return func(path string, d engine.Device) (engine.Device, error) {
+		return Wrap(spec, path, d)
+	}
+}
+
+// FromEnv is the hook of the test build: Wrapper of the value of Env at
+// the time of the call; its errors name Env.
+func FromEnv(path string, d engine.Device) (engine.Device, error) {
+	dev, err := Wrap(os.Getenv(Env), path, d)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", Env, err)
+	}
+	return dev, nil
+}
+
+// Wrap returns the device to give the engine for the member at path: d
+// itself, or d wrapped in an engine.FaultDevice when spec asks for faults
+// on that member.
+func Wrap(spec, path string, d engine.Device) (engine.Device, error) {
+	if spec == "" {
 		return d, nil
 	}
-	specs, err := parseFaults(env)
+	specs, err := Parse(spec)
 	if err != nil {
 		return nil, err
 	}
-	key := cleanFaultPath(path)
+	key := cleanPath(path)
 	for _, sp := range specs {
-		if cleanFaultPath(sp.Path) != key {
+		if cleanPath(sp.Path) != key {
 			continue
 		}
 		fd := engine.NewFaultDevice(d, sp.Seed)
-		rules := sp.rules()
+		rules := sp.Rules()
 		if sp.After > 0 {
 			time.AfterFunc(sp.After, func() {
 				for _, r := range rules {
@@ -237,7 +264,7 @@ func wrapFaults(path string, d engine.Device) (engine.Device, error) {
 				fd.AddRule(r)
 			}
 		}
-		faultDevs.Store(key, fd)
+		devs.Store(key, fd)
 		return fd, nil
 	}
 	return d, nil
