@@ -16,7 +16,7 @@ type loadedSuper struct {
 	offset uint64 // superblock sector
 	raw    []byte // the 4 KiB area as read
 	sb     *superblock.Superblock
-	err    error // what Parse objected to
+	err    error // what superblock.Validate objected to: the kernel refuses such a member
 }
 
 // ErrNoSuperblock: a device has no v1.x md superblock.
@@ -101,6 +101,10 @@ func (s MemberState) String() string {
 // ErrMismatch: the devices do not belong to one array.
 var ErrMismatch = errors.New("engine: devices are not members of the same array")
 
+// ErrInvalidSuper: a device's superblock fails the checks the kernel
+// applies before using a member (superblock.Validate).
+var ErrInvalidSuper = errors.New("engine: invalid superblock")
+
 // ErrUnsupported: the array uses a feature the engine cannot run.
 var ErrUnsupported = errors.New("engine: unsupported array")
 
@@ -110,7 +114,8 @@ type assembly struct {
 	supers  []*loadedSuper // per device
 	roleDev []int          // per role: device index or -1
 	spares  []int          // device indexes
-	stale   []int          // device indexes left out (too old, faulty, duplicate)
+	stale   []int          // device indexes left out (too old, faulty, duplicate, refused)
+	refused []int          // device indexes whose superblock failed validation
 	repl    map[int]int    // role -> device index of its replacement
 }
 
@@ -127,12 +132,25 @@ func assemble(devs []Device, minor int) (*assembly, error) {
 			return nil, fmt.Errorf("device %d: %w", i, err)
 		}
 		as.supers[i] = ls
+		if ls.err != nil {
+			// super_1_load refuses the member (bad checksum, data that
+			// does not fit, ...): it is left out and never written.
+			as.stale = append(as.stale, i)
+			as.refused = append(as.refused, i)
+			continue
+		}
 		if as.ref == nil || ls.sb.Events > as.ref.sb.Events {
 			as.ref = ls
 		}
 	}
+	if as.ref == nil {
+		return nil, fmt.Errorf("%w: no device has a valid superblock: device 0: %v", ErrInvalidSuper, as.supers[0].err)
+	}
 	ref := as.ref.sb
 	for i, ls := range as.supers {
+		if ls.err != nil {
+			continue
+		}
 		if !bytes.Equal(ls.sb.SetUUID[:], ref.SetUUID[:]) {
 			return nil, fmt.Errorf("%w: device %d has array UUID %s, expected %s", ErrMismatch, i,
 				superblock.FormatUUID(ls.sb.SetUUID), superblock.FormatUUID(ref.SetUUID))
@@ -148,6 +166,9 @@ func assemble(devs []Device, minor int) (*assembly, error) {
 		as.roleDev[r] = -1
 	}
 	for i, ls := range as.supers {
+		if ls.err != nil {
+			continue
+		}
 		sb := ls.sb
 		own := sb.Role()
 		refRole := uint16(superblock.RoleSpare)

@@ -37,6 +37,9 @@ var (
 	// log or the superblock itself). Not a kernel load check, but such a
 	// member corrupts its own metadata when written.
 	ErrOverlap = errors.New("superblock: data overlaps metadata")
+	// ErrBitmapOffset: the internal bitmap's first sector is not on the
+	// device.
+	ErrBitmapOffset = errors.New("superblock: bitmap outside the device")
 )
 
 // Field offsets used in error reports.

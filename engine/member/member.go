@@ -75,8 +75,10 @@ type V1 struct {
 	Offset uint64 // sector of the superblock
 	Raw    []byte // the 4 KiB superblock area as read
 	SB     *superblock.Superblock
-	// Err holds what superblock.Parse objected to (bad checksum, bad
-	// padding, ...). mdadm still loads such a superblock; so do we.
+	// Err holds what superblock.Validate objected to (bad checksum, bad
+	// padding, data that does not fit the device, ...). mdadm still loads
+	// such a superblock (examine prints it); the kernel refuses the
+	// member, and so must every user that would run it or write it.
 	Err error
 }
 
@@ -96,7 +98,8 @@ func (m *Member) LoadV1(minor int) (*V1, error) {
 // as mdadm's load_super1 does. minor -1 tries 1.0, 1.1 and 1.2 and picks
 // the one with the latest ctime. A candidate counts when its magic and
 // major version are right and its super_offset is where it was found; the
-// checksum is not required (what Parse objected to is in V1.Err).
+// checksum is not required (what superblock.Validate objected to is in
+// V1.Err).
 func FindV1(r io.ReaderAt, sectors uint64, minor int) (*V1, error) {
 	var best *V1
 	for mi := 0; mi <= 2; mi++ {
@@ -130,7 +133,7 @@ func loadV1(r io.ReaderAt, sectors uint64, minor int) (*V1, error) {
 	if err != nil && !(err == io.EOF && n == len(raw)) {
 		return nil, fmt.Errorf("cannot read superblock: %w", err)
 	}
-	sb, perr := superblock.Parse(raw)
+	sb, perr := superblock.Validate(raw, sectors)
 	if sb == nil || sb.MajorVersion != 1 || sb.SuperOffset != off {
 		return nil, ErrNoSuperblock
 	}
