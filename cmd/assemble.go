@@ -586,6 +586,9 @@ func (d *asmDev) fillInfo() {
 	}
 	d.clean = sb.ResyncOffset == superblock.MaxSector
 	n := int(sb.RaidDisks)
+	if n > superblock.RoleMax {
+		n = superblock.RoleMax // roles are below RoleMax; a damaged raid_disks allocates no more
+	}
 	d.devmap = make([]bool, n)
 	for i := 0; i < int(sb.MaxDev) && i < len(sb.DevRoles); i++ {
 		if r := int(sb.DevRoles[i]); r < n {

@@ -311,6 +311,13 @@ func TestDamagedMembers(t *testing.T) {
 				if c.field != "" && strings.Contains(dout, bad) {
 					t.Errorf("detail lists the refused member:\n%s", dout)
 				}
+				// A running array's detail does not depend on one
+				// member's superblock on disk: damage member 0's.
+				sbEdit(true, func(b []byte) { putLE32(b, 0xDC, 0xffffffff) })(t, devs[0])
+				within(t, "detail", limit, func() { dcode, dout, derr = mdtool(t, "detail", "--run-dir", runDir, md) })
+				if dcode != 0 || !strings.Contains(dout, "Raid Level : raid5") {
+					t.Errorf("detail with member 0's superblock damaged: exit %d: %s%s", dcode, derr, dout)
+				}
 				within(t, "stop", limit, s.stop)
 				if c.field != "" && sparseHash(t, bad) != h0 {
 					t.Errorf("the refused member %s was written", bad)

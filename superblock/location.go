@@ -146,7 +146,10 @@ func (sb *Superblock) CheckDevice(devSectors uint64) error {
 // and ErrShort or ErrBadMagic when b holds no superblock; otherwise the
 // decoded superblock (also when damaged, for printing) and nil or the
 // errors.Join of every *FormatError found. Rules that compare members with
-// each other (set_uuid, level, chunk, events) are the caller's.
+// each other (set_uuid, level, chunk, events) are the caller's. Beyond the
+// kernel's rules, raid_disks above MaxDevs is refused (ErrTooManyDisks): no
+// superblock can give that many devices a role, and sizing anything by
+// it would allocate gigabytes.
 func Validate(b []byte, devSectors uint64) (*Superblock, error) {
 	sb, err := Parse(b)
 	if sb == nil {
@@ -154,6 +157,10 @@ func Validate(b []byte, devSectors uint64) (*Superblock, error) {
 	}
 	if derr := sb.CheckDevice(devSectors); derr != nil {
 		err = errors.Join(err, derr)
+	}
+	if sb.RaidDisks > MaxDevs {
+		err = errors.Join(err, &FormatError{Offset: offRaidDisks, Field: "raid_disks", Err: ErrTooManyDisks,
+			Msg: fmt.Sprintf("%d, a v1 superblock has roles for at most %d devices", sb.RaidDisks, MaxDevs)})
 	}
 	return sb, err
 }

@@ -179,6 +179,8 @@ func TestValidate(t *testing.T) {
 			errs: []error{ErrDataOffset, ErrOverlap, ErrOverlap, ErrOverlap}, field: "data_offset"},
 		{name: "bitmap outside", dev: testDevSectors, mod: func(sb *Superblock) { sb.BitmapOffset = 1 << 30 },
 			errs: []error{ErrBitmapOffset}, field: "bitmap_offset"},
+		{name: "raid_disks huge", dev: testDevSectors, mod: func(sb *Superblock) { sb.RaidDisks = MaxDevs + 1 },
+			errs: []error{ErrTooManyDisks}, field: "raid_disks"},
 		{name: "max_dev huge", dev: testDevSectors, raw: func(b []byte) { le.PutUint32(b[0xDC:], 0xffffffff) },
 			errs: []error{ErrMaxDev, ErrOverlap}, field: "max_dev"},
 	} {

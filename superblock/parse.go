@@ -40,6 +40,9 @@ var (
 	// ErrBitmapOffset: the internal bitmap's first sector is not on the
 	// device.
 	ErrBitmapOffset = errors.New("superblock: bitmap outside the device")
+	// ErrTooManyDisks: raid_disks is more than a v1 superblock can give
+	// roles to (MaxDevs).
+	ErrTooManyDisks = errors.New("superblock: raid_disks too large")
 )
 
 // Field offsets used in error reports.
@@ -49,6 +52,7 @@ const (
 	offFeatureMap   = 0x08
 	offPad0         = 0x0C
 	offLevel        = 0x48
+	offRaidDisks    = 0x5C
 	offBitmapOffset = 0x60
 	offNewOffset    = 0x7C
 	offDataOffset   = 0x80
