@@ -32,9 +32,15 @@ type dmgCase struct {
 	// field: the member fails superblock validation; assemble leaves it
 	// out with "failed to add ... (invalid superblock: FIELD ...".
 	field string
-	// kernelTakes: Linux 6.1 does not refuse this member (mdtool is
-	// stricter: the member's data would overlap its own metadata).
+	// kernelTakes: Linux 6.1 does not refuse this member when it loads
+	// it (mdtool is stricter).
 	kernelTakes bool
+	// kernel: what `mdadm --assemble --run` of the set does in the
+	// Linux 6.1 VM (TestDamagedMembersKernel): "rc=N in=I,J,..." with
+	// the indexes of the members the array holds; "" is "rc=1 in=" for
+	// an abort and "rc=0 in=0,2,3" for a member that fails validation
+	// (the kernel refuses it as mdtool does).
+	kernel string
 	// abort: mdadm's select_devices refuses the whole set with this
 	// message (compare_super1 or no superblock); nothing starts.
 	abort string
@@ -64,7 +70,10 @@ func dmgCases() []dmgCase {
 		{name: "checksum", edit: sbEdit(false, func(b []byte) { b[0xD8] ^= 0x5a }), field: "sb_csum"},
 		{name: "data_offset-zero", edit: sbEdit(true, func(b []byte) { putLE64(b, 0x80, 0) }), field: "data_offset"},
 		{name: "data_offset-in-superblock", edit: sbEdit(true, func(b []byte) { putLE64(b, 0x80, 8) }), field: "data_offset"},
-		{name: "data_offset-in-bitmap", edit: sbEdit(true, func(b []byte) { putLE64(b, 0x80, 16) }), field: "bitmap_offset", kernelTakes: true},
+		// The kernel loads it, then the bitmap overlapping the data makes
+		// RUN_ARRAY fail; mdtool leaves the member out and starts.
+		{name: "data_offset-in-bitmap", edit: sbEdit(true, func(b []byte) { putLE64(b, 0x80, 16) }), field: "bitmap_offset", kernelTakes: true,
+			kernel: "rc=1 in="},
 		{name: "new_offset-in-superblock", edit: sbEdit(true, func(b []byte) {
 			putLE32(b, 0x08, binary.LittleEndian.Uint32(b[0x08:])|superblock.FeatureReshapeActive|superblock.FeatureNewOffset)
 			putLE32(b, 0x7C, uint32(0xFFFFF000)) // -4096: new data at sector 0
@@ -81,14 +90,17 @@ func dmgCases() []dmgCase {
 			putLE32(b, 0x08, binary.LittleEndian.Uint32(b[0x08:])|superblock.FeatureBadBlocks)
 			putLE32(b, 0xBC, 0)
 		}), field: "bblog_offset"},
-		{name: "max_dev-huge", edit: sbEdit(true, func(b []byte) { putLE32(b, 0xDC, 0xffffffff) }), field: "max_dev"},
+		// mdadm 4.2 crashes (SIGSEGV) on it, in --examine and --assemble.
+		{name: "max_dev-huge", edit: sbEdit(true, func(b []byte) { putLE32(b, 0xDC, 0xffffffff) }), field: "max_dev", kernel: "rc=139 in="},
 		{name: "max_dev-1921", edit: sbEdit(true, func(b []byte) { putLE32(b, 0xDC, superblock.MaxDevs+1) }), field: "max_dev"},
 		{name: "data_size-small", edit: sbEdit(true, func(b []byte) { putLE64(b, 0x88, 9) }), field: "data_size"},
 		{name: "data_size-beyond-device", edit: sbEdit(true, func(b []byte) {
 			putLE64(b, 0x88, binary.LittleEndian.Uint64(b[0x88:])+8)
 		}), field: "data_size"},
+		// The kernel uses the freshest member's bitmap_offset for all
+		// and takes this one; mdtool refuses it.
 		{name: "bitmap_offset-outside", edit: sbEdit(true, func(b []byte) { putLE32(b, 0x60, 0x7fffff00) }), field: "bitmap_offset",
-			kernelTakes: true},
+			kernelTakes: true, kernel: "rc=0 in=0,1,2,3"},
 		{name: "journal-role", edit: sbEdit(true, func(b []byte) {
 			putLE16(b, 0x100+2*int(binary.LittleEndian.Uint32(b[0xA0:])), superblock.RoleJournal)
 		}), field: "dev_roles"},
@@ -110,13 +122,16 @@ func dmgCases() []dmgCase {
 			}
 		}, abort: "has no superblock - assembly aborted"},
 		// Accepted by the kernel and by mdtool.
-		{name: "dev_number-beyond-max_dev", edit: sbEdit(true, func(b []byte) { putLE32(b, 0xA0, 1000) }), started: 3},
+		// mdadm counts it as faulty; the kernel keeps it as a spare,
+		// mdtool leaves it out.
+		{name: "dev_number-beyond-max_dev", edit: sbEdit(true, func(b []byte) { putLE32(b, 0xA0, 1000) }), started: 3,
+			kernel: "rc=0 in=0,1,2,3"},
 		{name: "bitmap-magic", edit: func(t *testing.T, path string) {
 			patchFile(t, path, dmgBMOff, func(b []byte) { putLE32(b, 0, 0) })
-		}, started: 4},
+		}, started: 4, kernel: "rc=0 in=0,1,2,3"},
 		{name: "bitmap-uuid", edit: func(t *testing.T, path string) {
 			patchFile(t, path, dmgBMOff, func(b []byte) { b[8] ^= 0xff })
-		}, started: 4},
+		}, started: 4, kernel: "rc=0 in=0,1,2,3"},
 	}
 }
 
@@ -250,6 +265,12 @@ func TestDamagedMembers(t *testing.T) {
 			}
 			if c.field == "sb_csum" && !strings.Contains(r.stdout, " - expected ") {
 				t.Errorf("examine does not show the bad checksum:\n%s", r.stdout)
+			}
+			if c.field != "" {
+				within(t, "examine --json", limit, func() { r = runMdtool(t, host, "examine", "--json", "--config", conf, bad) })
+				if !strings.Contains(r.stdout, `"field": "`+c.field+`"`) && !strings.Contains(r.stdout, `"field":"`+c.field+`"`) {
+					t.Errorf("examine --json does not report %s:\n%s", c.field, r.stdout)
+				}
 			}
 			// -X: mdadm's texts (several lines when there is no
 			// bitmap); it must end and change nothing.
