@@ -71,9 +71,12 @@ func dmgCases() []dmgCase {
 		{name: "data_offset-zero", edit: sbEdit(true, func(b []byte) { putLE64(b, 0x80, 0) }), field: "data_offset"},
 		{name: "data_offset-in-superblock", edit: sbEdit(true, func(b []byte) { putLE64(b, 0x80, 8) }), field: "data_offset"},
 		// The kernel loads it, then the bitmap overlapping the data makes
-		// RUN_ARRAY fail; mdtool leaves the member out and starts.
+		// RUN_ARRAY fail ("disabling internal bitmap due to errors",
+		// rc=1) and, in one VM run of two, the error path panicked the
+		// guest (mempool_free): not sent to the kernel. mdtool leaves
+		// the member out and starts.
 		{name: "data_offset-in-bitmap", edit: sbEdit(true, func(b []byte) { putLE64(b, 0x80, 16) }), field: "bitmap_offset", kernelTakes: true,
-			kernel: "rc=1 in="},
+			kernel: "skip"},
 		{name: "new_offset-in-superblock", edit: sbEdit(true, func(b []byte) {
 			putLE32(b, 0x08, binary.LittleEndian.Uint32(b[0x08:])|superblock.FeatureReshapeActive|superblock.FeatureNewOffset)
 			putLE32(b, 0x7C, uint32(0xFFFFF000)) // -4096: new data at sector 0
