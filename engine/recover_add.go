@@ -267,7 +267,7 @@ func (a *Array) prepareReAdd(dev Device) (*member, error) {
 	}
 	if ls.err != nil {
 		// super_1_load refuses it: the kernel's ADD_NEW_DISK fails.
-		return nil, fmt.Errorf("%w: %w: %v", ErrNotReAddable, ErrInvalidSuper, ls.err)
+		return nil, fmt.Errorf("%w: %w: %w", ErrNotReAddable, ErrInvalidSuper, ls.err)
 	}
 	sb := ls.sb
 	if !bytes.Equal(sb.SetUUID[:], a.uuid[:]) {
