@@ -387,3 +387,35 @@ func TestDamagedMembers(t *testing.T) {
 		})
 	}
 }
+
+// TestDamagedMemberNoRun: without --run, a refused member makes the set
+// one short, as mdadm says after the kernel refused it; the refused
+// member here is member 0, the one the others would be compared with.
+func TestDamagedMemberNoRun(t *testing.T) {
+	dir := t.TempDir()
+	pristine := dmgPristine(t, filepath.Join(dir, "pristine"))
+	c := dmgCases()[0] // checksum
+	devs := dmgSet(t, pristine, filepath.Join(dir, "set"), c)
+	bad := devs[dmgMember]
+	// Put the damaged member first.
+	devs[0], devs[dmgMember] = devs[dmgMember], devs[0]
+	before := hashAll(t, devs)
+	md := "/dev/md/dmg"
+	var code int
+	var errs string
+	within(t, "assemble", 2*time.Minute, func() {
+		code, _, errs = mdtool(t, append([]string{"assemble", "--foreground", "--run-dir", filepath.Join(dir, "run"), md}, devs...)...)
+	})
+	want := "mdtool: failed to add " + bad + " to " + md + ": Invalid argument (invalid superblock: sb_csum "
+	if code != 1 || !strings.HasPrefix(errs, want) ||
+		!strings.HasSuffix(errs, "\nmdtool: "+md+" assembled from 3 drives - need all 4 to start it (use --run to insist).\n") ||
+		strings.Count(errs, "\n") != 2 {
+		t.Errorf("exit %d, stderr:\n%s", code, errs)
+	}
+	after := hashAll(t, devs)
+	for p, h := range before {
+		if after[p] != h {
+			t.Errorf("%s changed", p)
+		}
+	}
+}
