@@ -102,8 +102,9 @@ const pageSectors = 4096 / 512
 // assembled, whose validate result analyze_sbs ignores; they are reported
 // all the same. The load rules were checked against the real kernel
 // (TestKernelAcceptance). Rules that need the device size are in
-// CheckDevice; rules that compare members with each other (set_uuid,
-// events) are the caller's.
+// CheckDevice; Validate applies both, and is what a member must pass
+// before it is used. Rules that compare members with each other
+// (set_uuid, events) are the caller's.
 func Parse(b []byte) (*Superblock, error) {
 	if len(b) < HeaderSize {
 		return nil, ErrShort
