@@ -26,14 +26,24 @@ var ErrNoSuperblock = errors.New("engine: no md superblock")
 // does (member.FindV1): minor < 0 tries 1.0, 1.1 and 1.2 and keeps the
 // latest ctime.
 func loadSuper(d Device, minor int) (*loadedSuper, error) {
-	v, err := mdmember.FindV1(deviceReader{d}, uint64(d.Geometry().Size)>>9, minor)
+	sectors := uint64(d.Geometry().Size) >> 9
+	v, err := mdmember.FindV1(deviceReader{d}, sectors, minor)
 	if errors.Is(err, mdmember.ErrNoSuperblock) {
 		return nil, ErrNoSuperblock
 	}
 	if err != nil {
 		return nil, err
 	}
-	return &loadedSuper{minor: v.Minor, offset: v.Offset, raw: v.Raw, sb: v.SB, err: v.Err}, nil
+	return validated(&loadedSuper{minor: v.Minor, offset: v.Offset, raw: v.Raw, sb: v.SB}, sectors), nil
+}
+
+// validated sets ls.err to what superblock.Validate objects to: every
+// check the kernel applies before it uses a member, including those that
+// need the device size (sectors). A member with ls.err set is left out
+// and never written.
+func validated(ls *loadedSuper, sectors uint64) *loadedSuper {
+	_, ls.err = superblock.Validate(ls.raw, sectors)
+	return ls
 }
 
 // deviceReader reads a Device through readFull's aligned bounce buffer.

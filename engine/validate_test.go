@@ -64,3 +64,30 @@ func TestInvalidSuperLeftOut(t *testing.T) {
 		}
 	}
 }
+
+// TestInvalidSuperDeviceRule: a superblock that parses cleanly but whose
+// data does not fit the device (a rule that needs the device size) is
+// left out too.
+func TestInvalidSuperDeviceRule(t *testing.T) {
+	s := spec{level: "raid5", n: 4, devMiB: []int{8}, bitmap: true}
+	mems := create(t, s)
+	const sbOff = 4096
+	raw := make([]byte, superblock.AreaSize)
+	mems[2].ReadAt(raw, sbOff)
+	sb, err := superblock.Parse(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sb.DataSize += 8
+	mems[2].WriteAt(sb.MarshalWithChecksum(), sbOff)
+	a := open(t, mems, testOptions())
+	defer a.Close()
+	for _, mi := range a.Members() {
+		if mi.Device == 2 {
+			t.Errorf("the member whose data overruns the device is in the array: %+v", mi)
+		}
+	}
+	if d := a.Degraded(); d != 1 {
+		t.Errorf("Degraded() = %d, want 1", d)
+	}
+}
