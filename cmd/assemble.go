@@ -538,6 +538,10 @@ type asmDev struct {
 	devmap   []bool // roles this superblock counts as working
 	uptodate bool
 	used     int // mdadm's tmpdev->used: 0 unused, 1 chosen, 2 rejected
+	// refused is what superblock.Validate objected to: mdadm selects the
+	// device, the kernel refuses it in ADD_NEW_DISK (super_1_load), so
+	// it is left out and never written.
+	refused error
 }
 
 // probeCandidate loads the v1 superblock of path as select_devices does.
@@ -572,7 +576,7 @@ func probeCandidate(path string) (*asmDev, string) {
 	}
 	_ = err // mdadm loads superblocks with a bad checksum too
 	d := &asmDev{path: path, sb: sb, minor: v.minor, sbOff: int64(v.loaded.Offset) * 512,
-		block: p.m.Geom.IsBlockDevice, rdev: p.m.Geom.Dev, events: sb.Events}
+		block: p.m.Geom.IsBlockDevice, rdev: p.m.Geom.Dev, events: sb.Events, refused: v.loaded.Err}
 	d.fillInfo()
 	return d, ""
 }
@@ -613,6 +617,9 @@ func (d *asmDev) fillInfo() {
 	}
 	d.clean = sb.ResyncOffset == superblock.MaxSector
 	n := int(sb.RaidDisks)
+	if n > superblock.RoleMax {
+		n = superblock.RoleMax // roles are below RoleMax; a damaged raid_disks allocates no more
+	}
 	d.devmap = make([]bool, n)
 	for i := 0; i < int(sb.MaxDev) && i < len(sb.DevRoles); i++ {
 		if r := int(sb.DevRoles[i]); r < n {
@@ -767,7 +774,7 @@ func (as *assembler) selectDevices(j assembleJob, list []string) ([]*asmDev, int
 		if first == nil {
 			first = d
 		}
-		if first.minor != d.minor || first.sb.SetUUID != d.sb.SetUUID {
+		if first.minor != d.minor || !sameArraySB(first.sb, d.sb) {
 			if j.auto {
 				continue
 			}
@@ -798,6 +805,37 @@ func (as *assembler) selectDevices(j assembleJob, list []string) ([]*asmDev, int
 		return nil, 2
 	}
 	return chosen, 0
+}
+
+// sameArraySB is compare_super1 == 0: same set_uuid, ctime, level,
+// layout, size, chunksize and raid_disks.
+func sameArraySB(a, b *superblock.Superblock) bool {
+	return a.SetUUID == b.SetUUID && a.CTime == b.CTime && a.Level == b.Level && a.Layout == b.Layout &&
+		a.Size == b.Size && a.ChunkSize == b.ChunkSize && a.RaidDisks == b.RaidDisks
+}
+
+// refuseInvalid leaves out the devices whose superblock the kernel's
+// super_1_load refuses, with mdadm's line for a failed ADD_NEW_DISK plus
+// the field at fault, one line per device.
+func (as *assembler) refuseInvalid(mddev string, devs []*asmDev) []*asmDev {
+	var ok []*asmDev
+	for _, d := range devs {
+		if d.refused == nil {
+			ok = append(ok, d)
+			continue
+		}
+		as.errf("failed to add %s to %s: Invalid argument (%s)\n", d.path, mddev, superProblem(d.refused))
+	}
+	return ok
+}
+
+// superProblem words a superblock validation error in one short phrase
+// naming the field: "bad superblock: sb_csum 1b22e475 - expected ...".
+func superProblem(err error) string {
+	if fe := superblock.FirstProblem(err); fe != nil {
+		return fmt.Sprintf("invalid superblock: %s %s", fe.Field, fe.Msg)
+	}
+	return fmt.Sprintf("invalid superblock: %v", err)
 }
 
 // enough is mdadm's enough(): can the array serve its data with the
@@ -992,6 +1030,10 @@ func padSuper(b []byte) []byte {
 // rules, --force, the start decision, and starting the engine and the
 // daemon.
 func (as *assembler) loadAndStart(j assembleJob, mddev, name string, devs []*asmDev, lock *daemon.Lock) int {
+	if devs = as.refuseInvalid(mddev, devs); len(devs) == 0 {
+		as.errf("%s assembled from 0 drives - not enough to start the array.\n", mddev)
+		return 1
+	}
 	rd := int(devs[0].sb.RaidDisks)
 	if f := devs[0].sb.FeatureMap; f&(superblock.FeatureReshapeActive|superblock.FeatureJournal|
 		superblock.FeaturePPL|superblock.FeatureMultiplePPLs|superblock.FeatureClustered) != 0 {

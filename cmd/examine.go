@@ -1762,7 +1762,9 @@ func v1JSON(p *mdProbe, homehost string) (*jsonV1, []jsonProblem) {
 	f := v1Fields{v.mem}
 	fm := f.featureMap()
 	level := f.level()
-	_, perr := superblock.Parse(v.loaded.Raw)
+	// Every check the kernel applies before using the member,
+	// including those that need the device size.
+	_, perr := superblock.Validate(v.loaded.Raw, v.devSectors)
 	problems := formatProblems("superblock", perr)
 	if v.bitmapDropped != "" {
 		problems = append(problems, jsonProblem{"superblock", 0x08, "feature_map",

@@ -15,17 +15,28 @@ type loadedSuper struct {
 	offset uint64 // superblock sector
 	raw    []byte // the 4 KiB area as read
 	sb     *superblock.Superblock
-	err    error // what Parse objected to
+	err    error // what superblock.Validate objected to: the kernel refuses such a member
 }
 
 // ErrNoSuperblock: a device has no v1.x md superblock.
 var ErrNoSuperblock = errors.New("engine: no md superblock")
 
 // loadSuper finds the v1.x superblock of d the way mdadm's load_super1
-// does (findV1): minor < 0 tries 1.0, 1.1 and 1.2 and keeps the
+// does (superblock.FindV1): minor < 0 tries 1.0, 1.1 and 1.2 and keeps the
 // latest ctime.
 func loadSuper(d Device, minor int) (*loadedSuper, error) {
-	return findV1(deviceReader{d}, uint64(d.Geometry().Size)>>9, minor)
+	sectors := uint64(d.Geometry().Size) >> 9
+	v, err := superblock.FindV1(deviceReader{d}, sectors, minor)
+	if errors.Is(err, superblock.ErrNotFound) {
+		return nil, ErrNoSuperblock
+	}
+	if err != nil {
+		return nil, err
+	}
+	// v.Err is what superblock.Validate objects to: every check the kernel
+	// applies before it uses a member, including those that need the
+	// device size. A member with err set is left out and never written.
+	return &loadedSuper{minor: v.Minor, offset: v.Offset, raw: v.Raw, sb: v.SB, err: v.Err}, nil
 }
 
 // deviceReader reads a Device through readFull's aligned bounce buffer.
@@ -93,6 +104,10 @@ func (s MemberState) String() string {
 // ErrMismatch: the devices do not belong to one array.
 var ErrMismatch = errors.New("engine: devices are not members of the same array")
 
+// ErrInvalidSuper: a device's superblock fails the checks the kernel
+// applies before using a member (superblock.Validate).
+var ErrInvalidSuper = errors.New("engine: invalid superblock")
+
 // ErrUnsupported: the array uses a feature the engine cannot run.
 var ErrUnsupported = errors.New("engine: unsupported array")
 
@@ -102,7 +117,8 @@ type assembly struct {
 	supers  []*loadedSuper // per device
 	roleDev []int          // per role: device index or -1
 	spares  []int          // device indexes
-	stale   []int          // device indexes left out (too old, faulty, duplicate)
+	stale   []int          // device indexes left out (too old, faulty, duplicate, refused)
+	refused []int          // device indexes whose superblock failed validation
 	repl    map[int]int    // role -> device index of its replacement
 }
 
@@ -119,12 +135,25 @@ func assemble(devs []Device, minor int) (*assembly, error) {
 			return nil, fmt.Errorf("device %d: %w", i, err)
 		}
 		as.supers[i] = ls
+		if ls.err != nil {
+			// super_1_load refuses the member (bad checksum, data that
+			// does not fit, ...): it is left out and never written.
+			as.stale = append(as.stale, i)
+			as.refused = append(as.refused, i)
+			continue
+		}
 		if as.ref == nil || ls.sb.Events > as.ref.sb.Events {
 			as.ref = ls
 		}
 	}
+	if as.ref == nil {
+		return nil, fmt.Errorf("%w: no device has a valid superblock: device 0: %v", ErrInvalidSuper, as.supers[0].err)
+	}
 	ref := as.ref.sb
 	for i, ls := range as.supers {
+		if ls.err != nil {
+			continue
+		}
 		if !bytes.Equal(ls.sb.SetUUID[:], ref.SetUUID[:]) {
 			return nil, fmt.Errorf("%w: device %d has array UUID %s, expected %s", ErrMismatch, i,
 				superblock.FormatUUID(ls.sb.SetUUID), superblock.FormatUUID(ref.SetUUID))
@@ -140,6 +169,9 @@ func assemble(devs []Device, minor int) (*assembly, error) {
 		as.roleDev[r] = -1
 	}
 	for i, ls := range as.supers {
+		if ls.err != nil {
+			continue
+		}
 		sb := ls.sb
 		own := sb.Role()
 		refRole := uint16(superblock.RoleSpare)

@@ -124,7 +124,8 @@ func (a *Array) prepareAdd(dev Device, opts AddOptions) (*member, error) {
 	// write_init_super1: an existing superblock of this array keeps its
 	// events, dev_number and device_uuid.
 	var old *loadedSuper
-	if ls, err := loadSuper(dev, minor); err == nil && bytes.Equal(ls.sb.SetUUID[:], a.uuid[:]) {
+	// A superblock that fails validation is not trusted for any of them.
+	if ls, err := loadSuper(dev, minor); err == nil && ls.err == nil && bytes.Equal(ls.sb.SetUUID[:], a.uuid[:]) {
 		old = ls
 	}
 	used := map[uint32]bool{}
@@ -263,6 +264,10 @@ func (a *Array) prepareReAdd(dev Device) (*member, error) {
 	ls, err := loadSuper(dev, src.ls.minor)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrNotReAddable, err)
+	}
+	if ls.err != nil {
+		// super_1_load refuses it: the kernel's ADD_NEW_DISK fails.
+		return nil, fmt.Errorf("%w: %w: %w", ErrNotReAddable, ErrInvalidSuper, ls.err)
 	}
 	sb := ls.sb
 	if !bytes.Equal(sb.SetUUID[:], a.uuid[:]) {

@@ -137,6 +137,14 @@ func FuzzParse(f *testing.F) {
 				continue
 			}
 			checkErrTree(t, err, HeaderSize+2*MaxDevs)
+			vsb, verr := Validate(b, dev)
+			if vsb == nil {
+				t.Fatalf("Validate(%d) returned no superblock: %v", dev, verr)
+			}
+			checkErrTree(t, verr, HeaderSize+2*MaxDevs)
+			if (verr == nil) != (err == nil && sb.RaidDisks <= MaxDevs && func() bool { _, e := Parse(b); return e == nil }()) {
+				t.Fatalf("Validate(%d) = %v, Parse and CheckDevice disagree", dev, verr)
+			}
 		}
 		_ = sb.Minor() + int(sb.Role()) + sb.SlotCount(uint64(sb.RaidDisks))
 		_ = sb.CountRoles()

@@ -94,7 +94,9 @@ func (sb *Superblock) metadataAreas() []area {
 //   - the data range [data_offset, data_offset+data_size) must not overlap
 //     the superblock, the bitmap's first sector, the PPL or the bad-block
 //     log (ErrOverlap). The kernel does not check this when loading, but
-//     mdadm never lays a member out that way.
+//     mdadm never lays a member out that way;
+//   - with FeatureBitmapOffset, the bitmap's first sector (super_offset +
+//     bitmap_offset) must be on the device (ErrBitmapOffset).
 func (sb *Superblock) CheckDevice(devSectors uint64) error {
 	minor := sb.Minor()
 	loc, err := Offset(minor, devSectors)
@@ -119,6 +121,12 @@ func (sb *Superblock) CheckDevice(devSectors uint64) error {
 	} else if sb.DataSize > sb.SuperOffset {
 		bad(offDataSize, "data_size", ErrDataSize, "%d sectors, but the superblock is at sector %d", sb.DataSize, sb.SuperOffset)
 	}
+	if sb.FeatureMap&FeatureBitmapOffset != 0 {
+		if s := int64(sb.SuperOffset) + int64(sb.BitmapOffset); sb.SuperOffset >= 1<<62 || s < 0 || uint64(s) >= devSectors {
+			bad(offBitmapOffset, "bitmap_offset", ErrBitmapOffset, "%d puts the bitmap at sector %d, outside the %d-sector device",
+				sb.BitmapOffset, s, devSectors)
+		}
+	}
 	if sb.DataSize > 0 && sb.DataOffset < 1<<62 && sb.DataSize < 1<<62 {
 		ds, de := int64(sb.DataOffset), int64(sb.DataOffset+sb.DataSize)
 		for _, a := range sb.metadataAreas() {
@@ -129,4 +137,40 @@ func (sb *Superblock) CheckDevice(devSectors uint64) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// Validate decodes the superblock area b of a device of devSectors
+// sectors and applies every check a member must pass before it is used:
+// Parse's rules (Linux 6.1 super_1_load and super_1_validate on the bytes)
+// and CheckDevice's (the ones that need the device size). It returns nil
+// and ErrShort or ErrBadMagic when b holds no superblock; otherwise the
+// decoded superblock (also when damaged, for printing) and nil or the
+// errors.Join of every *FormatError found. Rules that compare members with
+// each other (set_uuid, level, chunk, events) are the caller's. Beyond the
+// kernel's rules, raid_disks above MaxDevs is refused (ErrTooManyDisks): no
+// superblock can give that many devices a role, and sizing anything by
+// it would allocate gigabytes.
+func Validate(b []byte, devSectors uint64) (*Superblock, error) {
+	sb, err := Parse(b)
+	if sb == nil {
+		return nil, err
+	}
+	if derr := sb.CheckDevice(devSectors); derr != nil {
+		err = errors.Join(err, derr)
+	}
+	if sb.RaidDisks > MaxDevs {
+		err = errors.Join(err, &FormatError{Offset: offRaidDisks, Field: "raid_disks", Err: ErrTooManyDisks,
+			Msg: fmt.Sprintf("%d, a v1 superblock has roles for at most %d devices", sb.RaidDisks, MaxDevs)})
+	}
+	return sb, err
+}
+
+// FirstProblem returns the first *FormatError in err (as errors.As finds
+// it), or nil.
+func FirstProblem(err error) *FormatError {
+	var fe *FormatError
+	if errors.As(err, &fe) {
+		return fe
+	}
+	return nil
 }

@@ -106,6 +106,16 @@ func TestCheckDevice(t *testing.T) {
 		{name: "1.2 bblog reaching data", minor: 2, dev: testDevSectors, mod: func(sb *Superblock) { sb.BBLogOffset = 2033 }, errs: []error{ErrOverlap}, field: "bblog_offset"},
 		{name: "1.2 bblog ending at data", minor: 2, dev: testDevSectors, mod: func(sb *Superblock) { sb.BBLogOffset = 2032 }},
 		{name: "1.2 bblog without size", minor: 2, dev: testDevSectors, mod: func(sb *Superblock) { sb.BBLogOffset = 2040; sb.BBLogSize = 0 }},
+		{name: "1.2 bitmap past the end", minor: 2, dev: testDevSectors, mod: func(sb *Superblock) { sb.FeatureMap = FeatureBitmapOffset; sb.BitmapOffset = 0x7fffff00 },
+			errs: []error{ErrBitmapOffset}, field: "bitmap_offset"},
+		{name: "1.2 bitmap on the last sector", minor: 2, dev: testDevSectors, mod: func(sb *Superblock) {
+			sb.FeatureMap = FeatureBitmapOffset
+			sb.BitmapOffset = testDevSectors - 9
+			sb.DataSize = testDevSectors - 2048 - 1
+		}},
+		{name: "1.2 bitmap before the start", minor: 2, dev: testDevSectors, mod: func(sb *Superblock) { sb.FeatureMap = FeatureBitmapOffset; sb.BitmapOffset = -9 },
+			errs: []error{ErrBitmapOffset}, field: "bitmap_offset"},
+		{name: "1.0 bitmap offset ignored without the feature", minor: 0, dev: testDevSectors, mod: func(sb *Superblock) { sb.BitmapOffset = 0x7fffff00 }},
 		{name: "1.1 data at 1", minor: 1, dev: testDevSectors, mod: func(sb *Superblock) { sb.DataOffset = 1; sb.BBLogSize = 0; sb.DataSize = 100 }},
 		{name: "1.1 data over sb", minor: 1, dev: testDevSectors, mod: func(sb *Superblock) { sb.DataOffset = 0; sb.BBLogSize = 0; sb.DataSize = 100 },
 			errs: []error{ErrOverlap}, field: "super_offset"},
@@ -145,5 +155,69 @@ func TestCheckDevice(t *testing.T) {
 				t.Errorf("first error on %s, want %s: %v", fes[0].Field, c.field, err)
 			}
 		})
+	}
+}
+
+func TestValidate(t *testing.T) {
+	good := mkSB(2)
+	good.FeatureMap = FeatureBitmapOffset
+	good.BitmapOffset = 8
+	for _, tc := range []struct {
+		name  string
+		dev   uint64
+		mod   func(sb *Superblock)
+		raw   func(b []byte) // after the checksum
+		errs  []error
+		field string
+	}{
+		{name: "valid", dev: testDevSectors},
+		{name: "checksum", dev: testDevSectors, raw: func(b []byte) { b[0xD8] ^= 1 }, errs: []error{ErrChecksum}, field: "sb_csum"},
+		{name: "device too small for the data", dev: testDevSectors - 1, errs: []error{ErrDataSize}, field: "data_size"},
+		{name: "load and device rules together", dev: testDevSectors - 1, mod: func(sb *Superblock) { sb.Pad0 = 1 },
+			errs: []error{ErrPadding, ErrDataSize}, field: "pad0"},
+		{name: "data_offset 0", dev: testDevSectors, mod: func(sb *Superblock) { sb.DataOffset = 0 },
+			errs: []error{ErrDataOffset, ErrOverlap, ErrOverlap, ErrOverlap}, field: "data_offset"},
+		{name: "bitmap outside", dev: testDevSectors, mod: func(sb *Superblock) { sb.BitmapOffset = 1 << 30 },
+			errs: []error{ErrBitmapOffset}, field: "bitmap_offset"},
+		{name: "raid_disks huge", dev: testDevSectors, mod: func(sb *Superblock) { sb.RaidDisks = MaxDevs + 1 },
+			errs: []error{ErrTooManyDisks}, field: "raid_disks"},
+		{name: "max_dev huge", dev: testDevSectors, raw: func(b []byte) { le.PutUint32(b[0xDC:], 0xffffffff) },
+			errs: []error{ErrMaxDev, ErrOverlap}, field: "max_dev"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sb := *good
+			sb.DevRoles = append([]uint16(nil), good.DevRoles...)
+			if tc.mod != nil {
+				tc.mod(&sb)
+			}
+			b := make([]byte, AreaSize)
+			copy(b, sb.MarshalWithChecksum())
+			if tc.raw != nil {
+				tc.raw(b)
+			}
+			got, err := Validate(b, tc.dev)
+			if got == nil {
+				t.Fatalf("no superblock returned: %v", err)
+			}
+			fes := formatErrors(t, err)
+			if len(fes) != len(tc.errs) {
+				t.Fatalf("got %d errors, want %d: %v", len(fes), len(tc.errs), err)
+			}
+			for i, fe := range fes {
+				if !errors.Is(fe, tc.errs[i]) {
+					t.Errorf("error %d: %v is not %v", i, fe, tc.errs[i])
+				}
+			}
+			if len(fes) > 0 {
+				if fp := FirstProblem(err); fp == nil || fp.Field != tc.field {
+					t.Errorf("FirstProblem = %v, want field %s", fp, tc.field)
+				}
+			} else if FirstProblem(err) != nil {
+				t.Errorf("FirstProblem of nil: %v", FirstProblem(err))
+			}
+		})
+	}
+	if sb, err := Validate(make([]byte, AreaSize), testDevSectors); sb != nil || !errors.Is(err, ErrBadMagic) {
+		t.Errorf("zeros: %v, %v", sb, err)
 	}
 }

@@ -37,6 +37,12 @@ var (
 	// log or the superblock itself). Not a kernel load check, but such a
 	// member corrupts its own metadata when written.
 	ErrOverlap = errors.New("superblock: data overlaps metadata")
+	// ErrBitmapOffset: the internal bitmap's first sector is not on the
+	// device.
+	ErrBitmapOffset = errors.New("superblock: bitmap outside the device")
+	// ErrTooManyDisks: raid_disks is more than a v1 superblock can give
+	// roles to (MaxDevs).
+	ErrTooManyDisks = errors.New("superblock: raid_disks too large")
 )
 
 // Field offsets used in error reports.
@@ -46,6 +52,7 @@ const (
 	offFeatureMap   = 0x08
 	offPad0         = 0x0C
 	offLevel        = 0x48
+	offRaidDisks    = 0x5C
 	offBitmapOffset = 0x60
 	offNewOffset    = 0x7C
 	offDataOffset   = 0x80
@@ -95,8 +102,9 @@ const pageSectors = 4096 / 512
 // assembled, whose validate result analyze_sbs ignores; they are reported
 // all the same. The load rules were checked against the real kernel
 // (TestKernelAcceptance). Rules that need the device size are in
-// CheckDevice; rules that compare members with each other (set_uuid,
-// events) are the caller's.
+// CheckDevice; Validate applies both, and is what a member must pass
+// before it is used. Rules that compare members with each other
+// (set_uuid, events) are the caller's.
 func Parse(b []byte) (*Superblock, error) {
 	if len(b) < HeaderSize {
 		return nil, ErrShort

@@ -301,7 +301,7 @@ func (s *Service) add(req Request) (*Response, error) {
 	// Was it an active member of this array (worth a re-add)?
 	wasActive := false
 	if sameArray {
-		if v, err := member.FindV1(fd, uint64(size)/512, s.cfg.SuperMinor); err == nil {
+		if v, err := member.FindV1(fd, uint64(size)/512, s.cfg.SuperMinor); err == nil && v.Err == nil {
 			sb := v.SB
 			if int(sb.DevNumber) < len(sb.DevRoles) && sb.DevRoles[sb.DevNumber] < superblock.RoleSpare {
 				wasActive = true

@@ -395,6 +395,7 @@ func (s *Service) Status() (*Status, error) {
 	s.memMu.RLock()
 	defer s.memMu.RUnlock()
 	var ref *MemberSpec
+	var refs []*MemberSpec // in-sync members, to fall back on
 	for _, mi := range members {
 		ms := MemberStatus{Role: mi.Role, DevNumber: -1, State: mi.State.String(), Events: mi.Events,
 			WriteMostly: mi.WriteMostly, RecoveryOffset: mi.RecoveryOffset}
@@ -405,8 +406,11 @@ func (s *Service) Status() (*Status, error) {
 			spec := &s.cfg.Members[mi.Device]
 			ms.Path, ms.Block, ms.Major, ms.Minor, ms.DevNumber = spec.Path, spec.Block, spec.Major, spec.Minor, spec.DevNumber
 			ms.FailFast = spec.FailFast
-			if ref == nil && mi.State == engine.InSync {
-				ref = spec
+			if mi.State == engine.InSync {
+				if ref == nil {
+					ref = spec
+				}
+				refs = append(refs, spec)
 			}
 		}
 		st.Members = append(st.Members, ms)
@@ -421,6 +425,16 @@ func (s *Service) Status() (*Status, error) {
 	}
 	if ref != nil {
 		sb, raw, err := readSuper(ref)
+		// Whatever one member's superblock says on disk (damaged by
+		// someone else since), detail goes on with another's.
+		for _, o := range refs {
+			if err == nil {
+				break
+			}
+			if o != ref {
+				sb, raw, err = readSuper(o)
+			}
+		}
 		if err != nil {
 			return nil, Errorf(CodeFailed, "reading the superblock of %s: %v", ref.Path, err)
 		}

@@ -69,19 +69,11 @@ func (m *Member) ReadAt(p []byte, off int64) (int, error) {
 	return n, err
 }
 
-// V1 is a v1.x superblock found on a member.
-type V1 struct {
-	Minor  int    // 0, 1 or 2 (metadata 1.0, 1.1, 1.2)
-	Offset uint64 // sector of the superblock
-	Raw    []byte // the 4 KiB superblock area as read
-	SB     *superblock.Superblock
-	// Err holds what superblock.Parse objected to (bad checksum, bad
-	// padding, ...). mdadm still loads such a superblock; so do we.
-	Err error
-}
+// V1 is a v1.x superblock found on a member (superblock.FindV1).
+type V1 = superblock.Found
 
 // ErrNoSuperblock means no md superblock was found.
-var ErrNoSuperblock = errors.New("no md superblock detected")
+var ErrNoSuperblock = superblock.ErrNotFound
 
 // LoadV1 finds a v1.x superblock on the member; see FindV1.
 func (m *Member) LoadV1(minor int) (*V1, error) {
@@ -92,49 +84,10 @@ func (m *Member) LoadV1(minor int) (*V1, error) {
 	return v, err
 }
 
-// FindV1 finds a v1.x superblock on a device of the given size (sectors)
-// as mdadm's load_super1 does. minor -1 tries 1.0, 1.1 and 1.2 and picks
-// the one with the latest ctime. A candidate counts when its magic and
-// major version are right and its super_offset is where it was found; the
-// checksum is not required (what Parse objected to is in V1.Err).
+// FindV1 finds a v1.x superblock as mdadm's load_super1 does; see
+// superblock.FindV1.
 func FindV1(r io.ReaderAt, sectors uint64, minor int) (*V1, error) {
-	var best *V1
-	for mi := 0; mi <= 2; mi++ {
-		if minor >= 0 && mi != minor {
-			continue
-		}
-		v, err := loadV1(r, sectors, mi)
-		if errors.Is(err, ErrNoSuperblock) {
-			continue
-		}
-		if err != nil {
-			return nil, err
-		}
-		if best == nil || uint64(best.SB.CTime) < uint64(v.SB.CTime) {
-			best = v
-		}
-	}
-	if best == nil {
-		return nil, ErrNoSuperblock
-	}
-	return best, nil
-}
-
-func loadV1(r io.ReaderAt, sectors uint64, minor int) (*V1, error) {
-	off, err := superblock.Offset(minor, sectors)
-	if err != nil {
-		return nil, err
-	}
-	raw := make([]byte, superblock.AreaSize)
-	n, err := r.ReadAt(raw, int64(off)*512)
-	if err != nil && !(err == io.EOF && n == len(raw)) {
-		return nil, fmt.Errorf("cannot read superblock: %w", err)
-	}
-	sb, perr := superblock.Parse(raw)
-	if sb == nil || sb.MajorVersion != 1 || sb.SuperOffset != off {
-		return nil, ErrNoSuperblock
-	}
-	return &V1{Minor: minor, Offset: off, Raw: raw, SB: sb, Err: perr}, nil
+	return superblock.FindV1(r, sectors, minor)
 }
 
 // LoadV090 reads a 0.90 superblock, if there is one.
@@ -152,15 +105,6 @@ func (m *Member) LoadV090() (*superblock.SuperblockV090, []byte, error) {
 		return nil, nil, ErrNoSuperblock
 	}
 	return sb, raw, err
-}
-
-// BitmapOffset returns the absolute byte offset of the internal bitmap of
-// a v1 superblock, or false when it has none.
-func (v *V1) BitmapOffset() (int64, bool) {
-	if v.SB.FeatureMap&superblock.FeatureBitmapOffset == 0 {
-		return 0, false
-	}
-	return (int64(v.Offset) + int64(v.SB.BitmapOffset)) * 512, true
 }
 
 // ReadBitmap reads the bitmap header and its bit array (header.Bytes()
