@@ -183,3 +183,7 @@ func (h *Header) ClusterNameC() []byte {
 	}
 	return s
 }
+
+// HasMagic reports whether b starts with the bitmap magic (a file holding
+// an external bitmap).
+func HasMagic(b []byte) bool { return len(b) >= 4 && le.Uint32(b) == Magic }

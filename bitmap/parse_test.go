@@ -265,6 +265,13 @@ func TestDecodeUnchecked(t *testing.T) {
 	if got := string(h.ClusterNameC()); got != "cccccccc" {
 		t.Fatalf("ClusterNameC = %q", got)
 	}
+	if HasMagic(b) || HasMagic([]byte{0xd5, 0x44, 0x14}) {
+		t.Fatal("HasMagic without the magic")
+	}
+	le.PutUint32(b[0:], Magic)
+	if !HasMagic(b[:4]) {
+		t.Fatal("HasMagic misses the magic")
+	}
 	if _, err := Decode(b[:HeaderSize-1]); err != ErrShort {
 		t.Fatalf("Decode of a short buffer: %v", err)
 	}

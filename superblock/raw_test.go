@@ -85,3 +85,26 @@ func TestDisk090Words(t *testing.T) {
 		t.Errorf("Disk090Words on a cut descriptor = %v", got)
 	}
 }
+
+// Examine clears a flag in a decoded 0.90 superblock and re-encodes it in
+// place of the bytes it read: Marshal must give back every byte Parse090
+// read, reserved words included.
+func TestMarshal090KeepsEveryByte(t *testing.T) {
+	b := make([]byte, Size090)
+	for i := range b {
+		b[i] = byte(i*7 + i>>8)
+	}
+	le.PutUint32(b[0:], Magic)
+	le.PutUint32(b[4:], 0)
+	sb, _ := Parse090(b)
+	if sb == nil {
+		t.Fatal("Parse090 gave nothing")
+	}
+	if got := sb.Marshal(); !bytes.Equal(got, b) {
+		for i := range got {
+			if got[i] != b[i] {
+				t.Fatalf("Marshal differs first at byte %#x: %#x, read %#x", i, got[i], b[i])
+			}
+		}
+	}
+}
