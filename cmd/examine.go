@@ -170,12 +170,36 @@ func examineSetup(env *Env, config, homehost string, homehostGiven, needDevices 
 
 // runExamine is mdadm's Examine() with mdadm.c's preparation.
 func runExamine(env *Env, o *examineOptions, devs []string) error {
+	devs, homehost, err := examineTargets(env, o, devs)
+	if err != nil {
+		return err
+	}
+	out := &bytes.Buffer{}
+	var rv int
+	if o.json {
+		rv = examineJSONAll(env, out, devs, o.scan, homehost)
+	} else {
+		rv = examineTextAll(env, out, o, devs, homehost)
+	}
+	if _, err := env.Stdout.Write(out.Bytes()); err != nil {
+		return exitf(1, "write: %v", err)
+	}
+	if rv != 0 {
+		return &ExitError{Code: rv}
+	}
+	return nil
+}
+
+// examineTargets reads the configuration and returns the devices to
+// examine (those of its DEVICE lines when none are given) and the
+// homehost.
+func examineTargets(env *Env, o *examineOptions, devs []string) ([]string, string, error) {
 	if len(devs) == 0 && !o.scan {
-		return exitf(2, "No devices to examine")
+		return nil, "", exitf(2, "No devices to examine")
 	}
 	conf, homehost, err := examineSetup(env, o.config, o.homehost, o.homehostGiven, len(devs) == 0)
 	if err != nil {
-		return err
+		return nil, "", err
 	}
 	if len(devs) == 0 {
 		devs = conf.DeviceList()
@@ -184,31 +208,27 @@ func runExamine(env *Env, o *examineOptions, devs []string) error {
 			if name == "" {
 				name = DefaultMdadmConf
 			}
-			return exitf(1, "No devices listed in %s", name)
+			return nil, "", exitf(1, "No devices listed in %s", name)
 		}
 	}
+	return devs, homehost, nil
+}
+
+// briefArray is one ARRAY line of examine --brief: the first device seen
+// of an array, and all of its devices.
+type briefArray struct {
+	first  *mdProbe
+	devs   []string
+	spares int
+}
+
+// examineTextAll examines every device in text (full, --brief or
+// --export) into out; it returns mdadm's exit status.
+func examineTextAll(env *Env, out *bytes.Buffer, o *examineOptions, devs []string, homehost string) int {
 	// "--scan implies --brief unless -vv" (mdadm.c); mdtool's --verbose
 	// is a single level.
 	brief := o.brief || o.scan
-	out := &bytes.Buffer{}
 	rv := 0
-	if o.json {
-		rv = examineJSONAll(env, out, devs, o.scan, homehost)
-		_, werr := env.Stdout.Write(out.Bytes())
-		if werr != nil {
-			return exitf(1, "write: %v", werr)
-		}
-		if rv != 0 {
-			return &ExitError{Code: rv}
-		}
-		return nil
-	}
-
-	type briefArray struct {
-		first  *mdProbe
-		devs   []string
-		spares int
-	}
 	var arrays []*briefArray
 	for _, dev := range devs {
 		p, err := probeDevice(dev)
@@ -233,21 +253,7 @@ func runExamine(env *Env, o *examineOptions, devs []string) error {
 				fmt.Fprintf(env.Stderr, "mdtool: No brief listing for mbr on %s\n", dev)
 			}
 		case brief:
-			var ap *briefArray
-			for _, a := range arrays {
-				if a.first.kind == p.kind && exSameArray(a.first, p) {
-					ap = a
-					break
-				}
-			}
-			if ap == nil {
-				ap = &briefArray{first: p}
-				arrays = append(arrays, ap)
-			}
-			if !exDiskSync(p) {
-				ap.spares++
-			}
-			ap.devs = append(ap.devs, dev)
+			arrays = addBriefDevice(arrays, p, dev)
 		case o.export:
 			switch p.kind {
 			case kindV1:
@@ -268,20 +274,47 @@ func runExamine(env *Env, o *examineOptions, devs []string) error {
 		}
 		p.close()
 	}
+	writeBriefArrays(out, arrays, o.verbose)
+	return rv
+}
+
+// addBriefDevice counts device dev (probed as p) in the ARRAY line of its
+// array, adding one for an array not seen yet.
+func addBriefDevice(arrays []*briefArray, p *mdProbe, dev string) []*briefArray {
+	var ap *briefArray
+	for _, a := range arrays {
+		if a.first.kind == p.kind && exSameArray(a.first, p) {
+			ap = a
+			break
+		}
+	}
+	if ap == nil {
+		ap = &briefArray{first: p}
+		arrays = append(arrays, ap)
+	}
+	if !exDiskSync(p) {
+		ap.spares++
+	}
+	ap.devs = append(ap.devs, dev)
+	return arrays
+}
+
+// writeBriefArrays prints the ARRAY lines of examine --brief.
+func writeBriefArrays(out *bytes.Buffer, arrays []*briefArray, verbose bool) {
 	// mdadm keeps its arrays in a list it prepends to: the array seen
 	// last is printed first.
 	for i := len(arrays) - 1; i >= 0; i-- {
 		ap := arrays[i]
 		switch ap.first.kind {
 		case kindV1:
-			writeBriefV1(out, ap.first.v1, o.verbose)
+			writeBriefV1(out, ap.first.v1, verbose)
 		case kindV090:
-			writeBriefV090(out, ap.first.v0, o.verbose)
+			writeBriefV090(out, ap.first.v0, verbose)
 		}
 		if ap.spares > 0 {
 			fmt.Fprintf(out, "   spares=%d", ap.spares)
 		}
-		if o.verbose {
+		if verbose {
 			out.WriteString("   devices")
 			sep := byte('=')
 			for _, d := range ap.devs {
@@ -290,17 +323,10 @@ func runExamine(env *Env, o *examineOptions, devs []string) error {
 				sep = ','
 			}
 		}
-		if ap.spares > 0 || o.verbose {
+		if ap.spares > 0 || verbose {
 			out.WriteByte('\n')
 		}
 	}
-	if _, err := env.Stdout.Write(out.Bytes()); err != nil {
-		return exitf(1, "write: %v", err)
-	}
-	if rv != 0 {
-		return &ExitError{Code: rv}
-	}
-	return nil
 }
 
 // exSameArray is compare_super == 0 for two probes of the same kind.
@@ -777,13 +803,21 @@ func v1DiskSync(f *v1Probe) bool {
 
 // writeExamineV1 prints examine_super1's text (without the "DEV:" line).
 func writeExamineV1(w io.Writer, v *v1Probe, homehost string) {
-	f := v
-	p := func(format string, a ...any) { fmt.Fprintf(w, format, a...) }
-	fm := f.sb.FeatureMap
-	level := f.sb.Level
+	writeV1Identity(w, v, homehost)
+	writeV1Space(w, v)
+	deltaExtra := writeV1Reshape(w, v)
+	writeV1Status(w, v)
+	writeV1Geometry(w, v)
+	writeV1Roles(w, v, deltaExtra)
+}
 
-	p("          Magic : %08x\n", f.sb.Magic)
-	switch so := f.sb.SuperOffset; {
+// writeV1Identity prints the superblock, the array and its name.
+func writeV1Identity(w io.Writer, v *v1Probe, homehost string) {
+	p := func(format string, a ...any) { fmt.Fprintf(w, format, a...) }
+	fm := v.sb.FeatureMap
+	level := v.sb.Level
+	p("          Magic : %08x\n", v.sb.Magic)
+	switch so := v.sb.SuperOffset; {
 	case so <= 4:
 		p("        Version : 1.1\n")
 	case so <= 8:
@@ -792,85 +826,107 @@ func writeExamineV1(w io.Writer, v *v1Probe, homehost string) {
 		p("        Version : 1.0\n")
 	}
 	p("    Feature Map : 0x%x\n", fm)
-	p("     Array UUID : %s\n", uuidText(f.sb.SetUUID, ':'))
-	p("           Name : %s", escName(string(f.setName32())))
-	if nameIsLocal(f.sb.SetName[:], homehost) {
+	p("     Array UUID : %s\n", uuidText(v.sb.SetUUID, ':'))
+	p("           Name : %s", escName(string(v.setName32())))
+	if nameIsLocal(v.sb.SetName[:], homehost) {
 		p("  (local to host %s)", escName(homehost))
 	}
 	p("\n")
-	if f.bm.Nodes > 0 && fm&superblock.FeatureBitmapOffset != 0 {
-		p("   Cluster Name : %-64s\n", escName(string(f.bm.ClusterNameC())))
+	if v.bm.Nodes > 0 && fm&superblock.FeatureBitmapOffset != 0 {
+		p("   Cluster Name : %-64s\n", escName(string(v.bm.ClusterNameC())))
 	}
-	p("  Creation Time : %s\n", ctime24(int64(f.sb.CTime.Seconds())))
+	p("  Creation Time : %s\n", ctime24(int64(v.sb.CTime.Seconds())))
 	p("     Raid Level : %s\n", levelName(int(level)))
-	p("   Raid Devices : %d\n", int32(f.sb.RaidDisks))
+	p("   Raid Devices : %d\n", int32(v.sb.RaidDisks))
 	p("\n")
-	p(" Avail Dev Size : %d sectors%s\n", f.sb.DataSize, humanSize(int64(f.sb.DataSize<<9)))
+}
+
+// writeV1Space prints the sizes, the offsets, the state and the device.
+func writeV1Space(w io.Writer, v *v1Probe) {
+	p := func(format string, a ...any) { fmt.Fprintf(w, format, a...) }
+	fm := v.sb.FeatureMap
+	level := v.sb.Level
+	p(" Avail Dev Size : %d sectors%s\n", v.sb.DataSize, humanSize(int64(v.sb.DataSize<<9)))
 	// mdadm compares the level as unsigned here: linear (-1), multipath
 	// and faulty take this branch too (and print no array size).
 	if uint32(level) > 0 {
-		if asize, ok := v1ArraySize(f); ok {
+		if asize, ok := v1ArraySize(v); ok {
 			p("     Array Size : %d KiB%s\n", uint64(asize>>10), humanSize(asize))
 		}
-		if f.sb.Size != f.sb.DataSize {
-			p("  Used Dev Size : %d sectors%s\n", f.sb.Size, humanSize(int64(f.sb.Size<<9)))
+		if v.sb.Size != v.sb.DataSize {
+			p("  Used Dev Size : %d sectors%s\n", v.sb.Size, humanSize(int64(v.sb.Size<<9)))
 		}
 	}
-	if f.sb.DataOffset != 0 {
-		p("    Data Offset : %d sectors\n", f.sb.DataOffset)
+	if v.sb.DataOffset != 0 {
+		p("    Data Offset : %d sectors\n", v.sb.DataOffset)
 	}
-	if f.sb.NewOffset != 0 && fm&superblock.FeatureNewOffset != 0 {
-		p("     New Offset : %d sectors\n", f.sb.DataOffset+uint64(int64(f.sb.NewOffset)))
+	if v.sb.NewOffset != 0 && fm&superblock.FeatureNewOffset != 0 {
+		p("     New Offset : %d sectors\n", v.sb.DataOffset+uint64(int64(v.sb.NewOffset)))
 	}
-	p("   Super Offset : %d sectors\n", f.sb.SuperOffset)
+	p("   Super Offset : %d sectors\n", v.sb.SuperOffset)
 	if fm&superblock.FeatureRecoveryOffset != 0 {
-		p("Recovery Offset : %d sectors\n", f.sb.RecoveryOffset)
+		p("Recovery Offset : %d sectors\n", v.sb.RecoveryOffset)
 	}
-	if before, after, show := unusedSpace(f); show {
+	if before, after, show := unusedSpace(v); show {
 		p("   Unused Space : before=%d sectors, after=%d sectors\n", before, after)
 	}
 	state := "clean"
-	if f.sb.ResyncOffset+1 != 0 {
+	if v.sb.ResyncOffset+1 != 0 {
 		state = "active"
 	}
 	p("          State : %s\n", state)
-	p("    Device UUID : %s\n", uuidText(f.sb.DeviceUUID, ':'))
+	p("    Device UUID : %s\n", uuidText(v.sb.DeviceUUID, ':'))
 	p("\n")
+}
+
+// writeV1Reshape prints the bitmap or PPL and the reshape; it returns
+// the extra Array State slots of a shrinking reshape.
+func writeV1Reshape(w io.Writer, v *v1Probe) (deltaExtra uint32) {
+	p := func(format string, a ...any) { fmt.Fprintf(w, format, a...) }
+	fm := v.sb.FeatureMap
+	level := v.sb.Level
 	if fm&superblock.FeatureBitmapOffset != 0 {
-		p("Internal Bitmap : %d sectors from superblock\n", f.sb.BitmapOffset)
+		p("Internal Bitmap : %d sectors from superblock\n", v.sb.BitmapOffset)
 	} else if fm&(superblock.FeaturePPL|superblock.FeatureMultiplePPLs) != 0 {
-		p("            PPL : %d sectors at offset %d sectors from superblock\n", f.sb.PPLSize(), f.sb.PPLOffset())
+		p("            PPL : %d sectors at offset %d sectors from superblock\n", v.sb.PPLSize(), v.sb.PPLOffset())
 	}
-	var deltaExtra uint32
 	if fm&superblock.FeatureReshapeActive != 0 {
-		rp := f.sb.ReshapePosition
+		rp := v.sb.ReshapePosition
 		p("  Reshape pos'n : %d%s\n", rp/2, humanSize(int64(rp<<9)))
-		if dd := f.sb.DeltaDisks; dd != 0 {
+		if dd := v.sb.DeltaDisks; dd != 0 {
 			p("  Delta Devices : %d", dd)
-			p(" (%d->%d)\n", int32(f.sb.RaidDisks-uint32(dd)), int32(f.sb.RaidDisks))
+			p(" (%d->%d)\n", int32(v.sb.RaidDisks-uint32(dd)), int32(v.sb.RaidDisks))
 			if dd < 0 {
 				deltaExtra = uint32(-dd)
 			}
 		}
-		if f.sb.NewLevel != level {
-			p("      New Level : %s\n", levelName(int(f.sb.NewLevel)))
+		if v.sb.NewLevel != level {
+			p("      New Level : %s\n", levelName(int(v.sb.NewLevel)))
 		}
-		if f.sb.NewLayout != f.sb.Layout {
+		if v.sb.NewLayout != v.sb.Layout {
 			switch level {
 			case 5:
-				p("     New Layout : %s\n", mapNumOr(r5LayoutTable, int(int32(f.sb.NewLayout))))
+				p("     New Layout : %s\n", mapNumOr(r5LayoutTable, int(int32(v.sb.NewLayout))))
 			case 6:
-				p("     New Layout : %s\n", mapNumOr(r6LayoutTable, int(int32(f.sb.NewLayout))))
+				p("     New Layout : %s\n", mapNumOr(r6LayoutTable, int(int32(v.sb.NewLayout))))
 			case 10:
-				p("     New Layout :%s\n", r10LayoutText(f.sb.NewLayout))
+				p("     New Layout :%s\n", r10LayoutText(v.sb.NewLayout))
 			}
 		}
-		if f.sb.NewChunk != f.sb.ChunkSize {
-			p("  New Chunksize : %dK\n", int32(f.sb.NewChunk/2))
+		if v.sb.NewChunk != v.sb.ChunkSize {
+			p("  New Chunksize : %dK\n", int32(v.sb.NewChunk/2))
 		}
 		p("\n")
 	}
-	if fl := f.sb.DevFlags; fl != 0 {
+	return deltaExtra
+}
+
+// writeV1Status prints the flags, the update time, the bad-block log,
+// the checksum and the events.
+func writeV1Status(w io.Writer, v *v1Probe) {
+	p := func(format string, a ...any) { fmt.Fprintf(w, format, a...) }
+	fm := v.sb.FeatureMap
+	if fl := v.sb.DevFlags; fl != 0 {
 		p("          Flags :")
 		if fl&superblock.DevFlagWriteMostly != 0 {
 			p(" write-mostly")
@@ -880,22 +936,29 @@ func writeExamineV1(w io.Writer, v *v1Probe, homehost string) {
 		}
 		p("\n")
 	}
-	p("    Update Time : %s\n", ctime24(int64(f.sb.UTime.Seconds())))
-	if f.sb.BBLogSize != 0 && f.sb.BBLogOffset != 0 {
-		p("  Bad Block Log : %d entries available at offset %d sectors", int(f.sb.BBLogSize)*512/8, f.sb.BBLogOffset)
+	p("    Update Time : %s\n", ctime24(int64(v.sb.UTime.Seconds())))
+	if v.sb.BBLogSize != 0 && v.sb.BBLogOffset != 0 {
+		p("  Bad Block Log : %d entries available at offset %d sectors", int(v.sb.BBLogSize)*512/8, v.sb.BBLogOffset)
 		if fm&superblock.FeatureBadBlocks != 0 {
 			p(" - bad blocks present.")
 		}
 		p("\n")
 	}
-	if sum := f.checksum(); sum == f.sb.Checksum {
-		p("       Checksum : %x - correct\n", f.sb.Checksum)
+	if sum := v.checksum(); sum == v.sb.Checksum {
+		p("       Checksum : %x - correct\n", v.sb.Checksum)
 	} else {
-		p("       Checksum : %x - expected %x\n", f.sb.Checksum, sum)
+		p("       Checksum : %x - expected %x\n", v.sb.Checksum, sum)
 	}
-	p("         Events : %d\n", f.sb.Events)
+	p("         Events : %d\n", v.sb.Events)
 	p("\n")
-	if name, ok := layoutName(int(level), f.sb.Layout, fm&superblock.FeatureRAID0Layout != 0); ok {
+}
+
+// writeV1Geometry prints the layout and the chunk size.
+func writeV1Geometry(w io.Writer, v *v1Probe) {
+	p := func(format string, a ...any) { fmt.Fprintf(w, format, a...) }
+	fm := v.sb.FeatureMap
+	level := v.sb.Level
+	if name, ok := layoutName(int(level), v.sb.Layout, fm&superblock.FeatureRAID0Layout != 0); ok {
 		if level == 10 {
 			p("         Layout :%s\n", name)
 		} else {
@@ -904,13 +967,19 @@ func writeExamineV1(w io.Writer, v *v1Probe, homehost string) {
 	}
 	switch level {
 	case 0, 4, 5, 6, 10:
-		p("     Chunk Size : %dK\n", int32(f.sb.ChunkSize/2))
+		p("     Chunk Size : %dK\n", int32(v.sb.ChunkSize/2))
 	case -1:
-		p("       Rounding : %dK\n", int32(f.sb.ChunkSize/2))
+		p("       Rounding : %dK\n", int32(v.sb.ChunkSize/2))
 	}
 	p("\n")
+}
+
+// writeV1Roles prints the device role and the Array State.
+func writeV1Roles(w io.Writer, v *v1Probe, deltaExtra uint32) {
+	p := func(format string, a ...any) { fmt.Fprintf(w, format, a...) }
+	fm := v.sb.FeatureMap
 	p("   Device Role : ")
-	switch role := f.roleFromSB(); {
+	switch role := v.roleFromSB(); {
 	case role >= superblock.RoleFaulty:
 		p("spare\n")
 	case role == superblock.RoleJournal:
@@ -920,12 +989,12 @@ func writeExamineV1(w io.Writer, v *v1Probe, homehost string) {
 	default:
 		p("Active device %d\n", role)
 	}
-	state, inconsistent := arrayStateV1(f, deltaExtra)
+	state, inconsistent := arrayStateV1(v, deltaExtra)
 	p("   Array State : %s ('A' == active, '.' == missing, 'R' == replacing)\n", state)
 	if inconsistent {
 		p("WARNING Array state is inconsistent - each number should appear only once\n")
-		for d := 0; d < len(f.sb.DevRoles); d++ {
-			if r := f.sb.DevRoles[d]; r >= superblock.RoleFaulty {
+		for d := 0; d < len(v.sb.DevRoles); d++ {
+			if r := v.sb.DevRoles[d]; r >= superblock.RoleFaulty {
 				p(" %d:-", d)
 			} else {
 				p(" %d:%d", d, r)
@@ -995,30 +1064,28 @@ func nameIsLocal(setName []byte, homehost string) bool {
 
 // writeExportV1 prints export_examine_super1's key=value lines.
 func writeExportV1(w io.Writer, v *v1Probe) {
-	f := v
 	p := func(format string, a ...any) { fmt.Fprintf(w, format, a...) }
-	p("MD_LEVEL=%s\n", levelNameOrNull(int(f.sb.Level)))
-	p("MD_DEVICES=%d\n", int32(f.sb.RaidDisks))
+	p("MD_LEVEL=%s\n", levelNameOrNull(int(v.sb.Level)))
+	p("MD_DEVICES=%d\n", int32(v.sb.RaidDisks))
 	// mdadm cuts the name at a newline and prints the rest raw; mdtool
 	// prints all of it, escaped and shell-safe (exportValue).
-	if name := f.setName32(); len(name) > 0 {
+	if name := v.setName32(); len(name) > 0 {
 		p("MD_NAME=%s\n", exportValue(string(name)))
 	}
-	if asize, ok := v1ArraySize(f); ok {
+	if asize, ok := v1ArraySize(v); ok {
 		p("MD_ARRAY_SIZE=%s\n", humanSizeBrief(asize, prefixJEDEC))
 	}
-	p("MD_UUID=%s\n", uuidText(f.sb.SetUUID, ':'))
-	p("MD_UPDATE_TIME=%d\n", f.sb.UTime.Seconds())
-	p("MD_DEV_UUID=%s\n", uuidText(f.sb.DeviceUUID, ':'))
-	p("MD_EVENTS=%d\n", f.sb.Events)
+	p("MD_UUID=%s\n", uuidText(v.sb.SetUUID, ':'))
+	p("MD_UPDATE_TIME=%d\n", v.sb.UTime.Seconds())
+	p("MD_DEV_UUID=%s\n", uuidText(v.sb.DeviceUUID, ':'))
+	p("MD_EVENTS=%d\n", v.sb.Events)
 }
 
 // writeBriefV1 prints brief_examine_super1's ARRAY line. mdadm 4.2 ends it
 // with name=...; mdadm 4.3 and later no longer print name= (commit
 // dcc22ae7, "Don't print name= in brief"), mdtool follows 4.2.
 func writeBriefV1(w io.Writer, v *v1Probe, verbose bool) {
-	f := v
-	full := f.setNameC()
+	full := v.setNameC()
 	var nm []byte
 	if i := strings.IndexByte(string(full), ':'); i >= 0 {
 		nm = full[i+1:]
@@ -1032,11 +1099,11 @@ func writeBriefV1(w io.Writer, v *v1Probe, verbose bool) {
 		b.WriteString(printEscape(string(nm))) // no space, quote or control byte
 		b.WriteByte(' ')
 	}
-	lname, known := mapNum(persTable, int(f.sb.Level))
+	lname, known := mapNum(persTable, int(v.sb.Level))
 	if verbose && known {
 		fmt.Fprintf(&b, " level=%s", lname)
 	}
-	switch so := f.sb.SuperOffset; {
+	switch so := v.sb.SuperOffset; {
 	case so <= 4:
 		b.WriteString(" metadata=1.1 ")
 	case so <= 8:
@@ -1045,10 +1112,10 @@ func writeBriefV1(w io.Writer, v *v1Probe, verbose bool) {
 		b.WriteString(" metadata=1.0 ")
 	}
 	if verbose {
-		fmt.Fprintf(&b, "num-devices=%d ", int32(f.sb.RaidDisks))
+		fmt.Fprintf(&b, "num-devices=%d ", int32(v.sb.RaidDisks))
 	}
 	b.WriteString("UUID=")
-	b.WriteString(uuidText(f.sb.SetUUID, ':'))
+	b.WriteString(uuidText(v.sb.SetUUID, ':'))
 	if len(full) > 0 {
 		b.WriteString(" name=")
 		b.WriteString(confValue(string(full)))
@@ -1088,6 +1155,14 @@ var mapDevFunc = mapDevFromDev
 
 // writeExamineV090 prints examine_super0's text (without the "DEV:" line).
 func writeExamineV090(w io.Writer, v *v090Probe, homehost string) {
+	writeV090Identity(w, v, homehost)
+	deltaExtra := writeV090Reshape(w, v)
+	writeV090Status(w, v)
+	writeV090Disks(w, v, deltaExtra)
+}
+
+// writeV090Identity prints the superblock, the array and its sizes.
+func writeV090Identity(w io.Writer, v *v090Probe, homehost string) {
 	sb := v.sb
 	p := func(format string, a ...any) { fmt.Fprintf(w, format, a...) }
 	p("          Magic : %08x\n", sb.Magic)
@@ -1117,7 +1192,13 @@ func writeExamineV090(w io.Writer, v *v090Probe, homehost string) {
 	p("  Total Devices : %d\n", int32(sb.NrDisks))
 	p("Preferred Minor : %d\n", int32(sb.MDMinor))
 	p("\n")
-	var deltaExtra int32
+}
+
+// writeV090Reshape prints the reshape of a 0.91 superblock; it returns
+// the extra device slots of a shrinking reshape.
+func writeV090Reshape(w io.Writer, v *v090Probe) (deltaExtra int32) {
+	sb := v.sb
+	p := func(format string, a ...any) { fmt.Fprintf(w, format, a...) }
 	if sb.MinorVersion > 90 && sb.ReshapePosition+1 != 0 {
 		p("  Reshape pos'n : %d%s\n", sb.ReshapePosition/2, humanSize(int64(sb.ReshapePosition<<9)))
 		if sb.DeltaDisks != 0 {
@@ -1149,6 +1230,14 @@ func writeExamineV090(w io.Writer, v *v090Probe, homehost string) {
 		}
 		p("\n")
 	}
+	return deltaExtra
+}
+
+// writeV090Status prints the state, the device counts, the checksum,
+// the events and the geometry.
+func writeV090Status(w io.Writer, v *v090Probe) {
+	sb := v.sb
+	p := func(format string, a ...any) { fmt.Fprintf(w, format, a...) }
 	p("    Update Time : %s\n", ctime24(int64(sb.UTime)))
 	state := "active"
 	if sb.State&superblock.SB090Clean != 0 {
@@ -1184,6 +1273,14 @@ func writeExamineV090(w io.Writer, v *v090Probe, homehost string) {
 		p("       Rounding : %dK\n", int32(sb.ChunkSize/1024))
 	}
 	p("\n")
+}
+
+// writeV090Disks prints the device table: this_disk, then the
+// descriptors of the active, spare (and, while shrinking, departing)
+// devices.
+func writeV090Disks(w io.Writer, v *v090Probe, deltaExtra int32) {
+	sb := v.sb
+	p := func(format string, a ...any) { fmt.Fprintf(w, format, a...) }
 	p("      Number   Major   Minor   RaidDevice State\n")
 	last := int64(int32(sb.RaidDisks + uint32(deltaExtra) + sb.SpareDisks))
 	if last > 60 {
@@ -1707,9 +1804,6 @@ func v1RoleName(r uint16) (string, *int) {
 
 func v1JSON(p *mdProbe, homehost string) (*jsonV1, []jsonProblem) {
 	v := p.v1
-	f := v
-	fm := f.sb.FeatureMap
-	level := f.sb.Level
 	// Every check the kernel applies before using the member,
 	// including those that need the device size.
 	_, perr := superblock.Validate(v.loaded.Raw, v.devSectors)
@@ -1718,49 +1812,73 @@ func v1JSON(p *mdProbe, homehost string) (*jsonV1, []jsonProblem) {
 		problems = append(problems, jsonProblem{"superblock", 0x08, "feature_map",
 			"internal bitmap ignored (mdadm clears the bitmap feature): " + v.bitmapDropped})
 	}
-	name := string(f.setName32())
+	j := v1JSONBase(v, homehost)
+	v1JSONOptional(j, v)
+	var bbProblems, bmProblems []jsonProblem
+	j.BadBlockLog, bbProblems = v1JSONBadBlocks(p)
+	sum := v.checksum()
+	j.Checksum = jsonChecksum{v.sb.Checksum, sum, sum == v.sb.Checksum}
+	j.DeviceRole = v1JSONDeviceRole(v)
+	v1JSONArrayState(j, v)
+	j.Bitmap, bmProblems = v1JSONBitmap(p)
+	problems = append(problems, bbProblems...)
+	return j, append(problems, bmProblems...)
+}
+
+// v1JSONBase is the members every v1.x device has.
+func v1JSONBase(v *v1Probe, homehost string) *jsonV1 {
+	fm := v.sb.FeatureMap
+	level := v.sb.Level
+	name := string(v.setName32())
 	host := ""
 	if i := exIndexByte(name, ':'); i >= 0 {
 		host = name[:i]
 	}
-	j := &jsonV1{
-		Magic:               f.sb.Magic,
+	return &jsonV1{
+		Magic:               v.sb.Magic,
 		FeatureMap:          fm,
 		Features:            v1FeatureList(fm),
-		ArrayUUID:           uuidText(f.sb.SetUUID, ':'),
-		DeviceUUID:          uuidText(f.sb.DeviceUUID, ':'),
+		ArrayUUID:           uuidText(v.sb.SetUUID, ':'),
+		DeviceUUID:          uuidText(v.sb.DeviceUUID, ':'),
 		Name:                name,
 		NameHost:            host,
-		NameLocal:           nameIsLocal(f.sb.SetName[:], homehost),
-		CreationTime:        timeRFC3339(int64(f.sb.CTime.Seconds())),
-		CreationTimeUnix:    int64(f.sb.CTime.Seconds()),
-		UpdateTime:          timeRFC3339(int64(f.sb.UTime.Seconds())),
-		UpdateTimeUnix:      int64(f.sb.UTime.Seconds()),
+		NameLocal:           nameIsLocal(v.sb.SetName[:], homehost),
+		CreationTime:        timeRFC3339(int64(v.sb.CTime.Seconds())),
+		CreationTimeUnix:    int64(v.sb.CTime.Seconds()),
+		UpdateTime:          timeRFC3339(int64(v.sb.UTime.Seconds())),
+		UpdateTimeUnix:      int64(v.sb.UTime.Seconds()),
 		Level:               level,
 		LevelName:           levelName(int(level)),
-		Layout:              f.sb.Layout,
-		ChunkSectors:        uint64(f.sb.ChunkSize),
-		ChunkBytes:          uint64(f.sb.ChunkSize) * 512,
-		RaidDevices:         f.sb.RaidDisks,
-		AvailDevSizeSectors: f.sb.DataSize,
-		AvailDevSizeBytes:   f.sb.DataSize * 512,
-		UsedDevSizeSectors:  f.sb.Size,
-		UsedDevSizeBytes:    f.sb.Size * 512,
-		DataOffsetSectors:   f.sb.DataOffset,
-		DataOffsetBytes:     f.sb.DataOffset * 512,
-		SuperOffsetSectors:  f.sb.SuperOffset,
-		SuperOffsetBytes:    f.sb.SuperOffset * 512,
+		Layout:              v.sb.Layout,
+		ChunkSectors:        uint64(v.sb.ChunkSize),
+		ChunkBytes:          uint64(v.sb.ChunkSize) * 512,
+		RaidDevices:         v.sb.RaidDisks,
+		AvailDevSizeSectors: v.sb.DataSize,
+		AvailDevSizeBytes:   v.sb.DataSize * 512,
+		UsedDevSizeSectors:  v.sb.Size,
+		UsedDevSizeBytes:    v.sb.Size * 512,
+		DataOffsetSectors:   v.sb.DataOffset,
+		DataOffsetBytes:     v.sb.DataOffset * 512,
+		SuperOffsetSectors:  v.sb.SuperOffset,
+		SuperOffsetBytes:    v.sb.SuperOffset * 512,
 		State:               "clean",
 		Flags:               []string{},
-		Events:              f.sb.Events,
-		DevNumber:           f.sb.DevNumber,
-		MaxDev:              f.sb.MaxDev,
-		CntCorrectedRead:    f.sb.CntCorrectedRead,
+		Events:              v.sb.Events,
+		DevNumber:           v.sb.DevNumber,
+		MaxDev:              v.sb.MaxDev,
+		CntCorrectedRead:    v.sb.CntCorrectedRead,
 		Roles:               []jsonRoleEntry{},
 	}
-	if n, ok := layoutName(int(level), f.sb.Layout, fm&superblock.FeatureRAID0Layout != 0); ok {
+}
+
+// v1JSONOptional fills the members present only with some features,
+// levels or states.
+func v1JSONOptional(j *jsonV1, v *v1Probe) {
+	fm := v.sb.FeatureMap
+	level := v.sb.Level
+	if n, ok := layoutName(int(level), v.sb.Layout, fm&superblock.FeatureRAID0Layout != 0); ok {
 		if level == 10 {
-			n = r10LayoutShort(f.sb.Layout)
+			n = r10LayoutShort(v.sb.Layout)
 		}
 		j.LayoutName = n
 	}
@@ -1768,137 +1886,162 @@ func v1JSON(p *mdProbe, homehost string) (*jsonV1, []jsonProblem) {
 		j.ClusterName = string(cString(v.bm.ClusterName[:]))
 	}
 	if level > 0 {
-		if asize, ok := v1ArraySize(f); ok {
+		if asize, ok := v1ArraySize(v); ok {
 			j.ArraySizeKiB = exPtr(uint64(asize >> 10))
 			j.ArraySizeBytes = exPtr(uint64(asize))
 		}
 	}
 	if fm&superblock.FeatureNewOffset != 0 {
-		j.NewOffsetSectors = exPtr(f.sb.DataOffset + uint64(int64(f.sb.NewOffset)))
+		j.NewOffsetSectors = exPtr(v.sb.DataOffset + uint64(int64(v.sb.NewOffset)))
 	}
 	if fm&superblock.FeatureRecoveryOffset != 0 {
-		j.RecoveryOffsetSectors = exPtr(f.sb.RecoveryOffset)
+		j.RecoveryOffsetSectors = exPtr(v.sb.RecoveryOffset)
 	}
-	if before, after, show := unusedSpace(f); show {
+	if before, after, show := unusedSpace(v); show {
 		j.UnusedSpace = &jsonUnused{before, after}
 	}
-	if f.sb.ResyncOffset != superblock.MaxSector {
+	if v.sb.ResyncOffset != superblock.MaxSector {
 		j.State = "active"
-		j.ResyncOffsetSectors = exPtr(f.sb.ResyncOffset)
+		j.ResyncOffsetSectors = exPtr(v.sb.ResyncOffset)
 	}
 	if fm&superblock.FeatureBitmapOffset != 0 {
-		j.BitmapOffsetSectors = exPtr(f.sb.BitmapOffset)
+		j.BitmapOffsetSectors = exPtr(v.sb.BitmapOffset)
 	} else if fm&(superblock.FeaturePPL|superblock.FeatureMultiplePPLs) != 0 {
-		j.PPL = &jsonPPL{int64(f.sb.PPLOffset()), uint64(f.sb.PPLSize())}
+		j.PPL = &jsonPPL{int64(v.sb.PPLOffset()), uint64(v.sb.PPLSize())}
 	}
 	if fm&superblock.FeatureReshapeActive != 0 {
 		r := &jsonReshape{
-			PositionSectors: f.sb.ReshapePosition,
-			PositionBytes:   f.sb.ReshapePosition * 512,
-			DeltaDisks:      f.sb.DeltaDisks,
-			NewLevel:        f.sb.NewLevel,
-			NewLevelName:    levelName(int(f.sb.NewLevel)),
-			NewLayout:       f.sb.NewLayout,
-			NewChunkSectors: uint64(f.sb.NewChunk),
-			NewChunkBytes:   uint64(f.sb.NewChunk) * 512,
+			PositionSectors: v.sb.ReshapePosition,
+			PositionBytes:   v.sb.ReshapePosition * 512,
+			DeltaDisks:      v.sb.DeltaDisks,
+			NewLevel:        v.sb.NewLevel,
+			NewLevelName:    levelName(int(v.sb.NewLevel)),
+			NewLayout:       v.sb.NewLayout,
+			NewChunkSectors: uint64(v.sb.NewChunk),
+			NewChunkBytes:   uint64(v.sb.NewChunk) * 512,
 			Backwards:       fm&superblock.FeatureReshapeBackwards != 0,
 		}
-		if n, ok := layoutName(int(f.sb.NewLevel), f.sb.NewLayout, true); ok {
-			if f.sb.NewLevel == 10 {
-				n = r10LayoutShort(f.sb.NewLayout)
+		if n, ok := layoutName(int(v.sb.NewLevel), v.sb.NewLayout, true); ok {
+			if v.sb.NewLevel == 10 {
+				n = r10LayoutShort(v.sb.NewLayout)
 			}
 			r.NewLayoutName = n
 		}
 		j.Reshape = r
 	}
-	if fl := f.sb.DevFlags; fl&superblock.DevFlagWriteMostly != 0 {
+	if fl := v.sb.DevFlags; fl&superblock.DevFlagWriteMostly != 0 {
 		j.Flags = append(j.Flags, "write-mostly")
 	}
-	if fl := f.sb.DevFlags; fl&superblock.DevFlagFailFast != 0 {
+	if fl := v.sb.DevFlags; fl&superblock.DevFlagFailFast != 0 {
 		j.Flags = append(j.Flags, "failfast")
 	}
-	if f.sb.BBLogSize != 0 && f.sb.BBLogOffset != 0 {
-		bb := &jsonBBLog{
-			Entries:          int(f.sb.BBLogSize) * 512 / 8,
-			OffsetSectors:    f.sb.BBLogOffset,
-			SizeSectors:      f.sb.BBLogSize,
-			Shift:            f.sb.BBLogShift,
-			BadBlocksPresent: fm&superblock.FeatureBadBlocks != 0,
-			BadBlocks:        []jsonBadBlock{},
-		}
-		off := (int64(f.sb.SuperOffset) + int64(f.sb.BBLogOffset)) * 512
-		buf := make([]byte, int(f.sb.BBLogSize)*512)
-		if off >= 0 {
-			if n, err := p.m.ReadAt(buf, off); n == len(buf) {
-				list, perr := superblock.ParseBadBlocks(buf, f.sb.BBLogShift)
-				for _, b := range list {
-					bb.BadBlocks = append(bb.BadBlocks, jsonBadBlock{b.Start, b.Len})
-				}
-				problems = append(problems, formatProblems("bad_block_log", perr)...)
-			} else {
-				problems = append(problems, jsonProblem{"bad_block_log", 0, "", fmt.Sprintf("cannot read the log at byte %d: %v", off, err)})
-			}
-		}
-		j.BadBlockLog = bb
+}
+
+// v1JSONBadBlocks describes the bad-block log and the bad blocks it
+// lists (nil when the device has no log).
+func v1JSONBadBlocks(p *mdProbe) (*jsonBBLog, []jsonProblem) {
+	v := p.v1
+	if v.sb.BBLogSize == 0 || v.sb.BBLogOffset == 0 {
+		return nil, nil
 	}
-	sum := f.checksum()
-	j.Checksum = jsonChecksum{f.sb.Checksum, sum, sum == f.sb.Checksum}
-	role := f.roleFromSB()
+	var problems []jsonProblem
+	fm := v.sb.FeatureMap
+	bb := &jsonBBLog{
+		Entries:          int(v.sb.BBLogSize) * 512 / 8,
+		OffsetSectors:    v.sb.BBLogOffset,
+		SizeSectors:      v.sb.BBLogSize,
+		Shift:            v.sb.BBLogShift,
+		BadBlocksPresent: fm&superblock.FeatureBadBlocks != 0,
+		BadBlocks:        []jsonBadBlock{},
+	}
+	off := (int64(v.sb.SuperOffset) + int64(v.sb.BBLogOffset)) * 512
+	buf := make([]byte, int(v.sb.BBLogSize)*512)
+	if off >= 0 {
+		if n, err := p.m.ReadAt(buf, off); n == len(buf) {
+			list, perr := superblock.ParseBadBlocks(buf, v.sb.BBLogShift)
+			for _, b := range list {
+				bb.BadBlocks = append(bb.BadBlocks, jsonBadBlock{b.Start, b.Len})
+			}
+			problems = append(problems, formatProblems("bad_block_log", perr)...)
+		} else {
+			problems = append(problems, jsonProblem{"bad_block_log", 0, "", fmt.Sprintf("cannot read the log at byte %d: %v", off, err)})
+		}
+	}
+	return bb, problems
+}
+
+// v1JSONDeviceRole is the role of the device, as "Device Role" shows it.
+func v1JSONDeviceRole(v *v1Probe) jsonRole {
+	fm := v.sb.FeatureMap
+	role := v.roleFromSB()
 	switch {
 	case role == superblock.RoleSpare:
-		j.DeviceRole = jsonRole{Kind: "spare"}
+		return jsonRole{Kind: "spare"}
 	case role == superblock.RoleFaulty:
-		j.DeviceRole = jsonRole{Kind: "faulty"}
+		return jsonRole{Kind: "faulty"}
 	case role == superblock.RoleJournal:
-		j.DeviceRole = jsonRole{Kind: "journal"}
+		return jsonRole{Kind: "journal"}
 	case fm&superblock.FeatureReplacement != 0:
-		j.DeviceRole = jsonRole{Kind: "replacement", Slot: exIntp(int(role))}
+		return jsonRole{Kind: "replacement", Slot: exIntp(int(role))}
 	default:
-		j.DeviceRole = jsonRole{Kind: "active", Slot: exIntp(int(role))}
+		return jsonRole{Kind: "active", Slot: exIntp(int(role))}
 	}
+}
+
+// v1JSONArrayState fills the Array State and the table of roles.
+func v1JSONArrayState(j *jsonV1, v *v1Probe) {
+	fm := v.sb.FeatureMap
 	var deltaExtra uint32
-	if fm&superblock.FeatureReshapeActive != 0 && f.sb.DeltaDisks < 0 {
-		deltaExtra = uint32(-f.sb.DeltaDisks)
+	if fm&superblock.FeatureReshapeActive != 0 && v.sb.DeltaDisks < 0 {
+		deltaExtra = uint32(-v.sb.DeltaDisks)
 	}
-	state, inconsistent := arrayStateV1(f, deltaExtra)
+	state, inconsistent := arrayStateV1(v, deltaExtra)
 	j.ArrayState, j.ArrayStateConsistent = state, !inconsistent
 	last := -1
-	for i := 0; i < len(f.sb.DevRoles); i++ {
-		if f.sb.DevRoles[i] != superblock.RoleSpare {
+	for i := 0; i < len(v.sb.DevRoles); i++ {
+		if v.sb.DevRoles[i] != superblock.RoleSpare {
 			last = i
 		}
 	}
 	for i := 0; i <= last; i++ {
-		kind, slot := v1RoleName(f.sb.DevRoles[i])
+		kind, slot := v1RoleName(v.sb.DevRoles[i])
 		j.Roles = append(j.Roles, jsonRoleEntry{i, kind, slot})
 	}
-	if off, ok := v.loaded.BitmapOffset(); ok && fm&superblock.FeatureBitmapOffset != 0 {
-		h, area, berr := p.m.ReadBitmap(off, 0)
-		if h != nil {
-			total, dirty := bitmap.ExamineCounts(h, area)
-			j.Bitmap = &jsonBitmapSummary{
-				OffsetSectors:      f.sb.BitmapOffset,
-				Magic:              h.Magic,
-				Version:            h.Version,
-				UUID:               uuidText(h.UUID, ':'),
-				Events:             h.Events,
-				EventsCleared:      h.EventsCleared,
-				State:              h.State,
-				Stale:              h.State&bitmap.StateStale != 0,
-				ChunkBytes:         h.ChunkSize,
-				DaemonSleepSeconds: h.DaemonSleep,
-				WriteBehind:        h.WriteBehind,
-				SyncSizeSectors:    h.SyncSize,
-				SyncSizeBytes:      h.SyncSize * 512,
-				Bits:               total,
-				Dirty:              dirty,
-				Nodes:              h.Nodes,
-				ClusterName:        string(cString(h.ClusterName[:])),
-			}
-		}
-		problems = append(problems, formatProblems("bitmap", berr)...)
+}
+
+// v1JSONBitmap summarizes the internal bitmap (nil when there is none or
+// its header cannot be read).
+func v1JSONBitmap(p *mdProbe) (*jsonBitmapSummary, []jsonProblem) {
+	v := p.v1
+	off, ok := v.loaded.BitmapOffset()
+	if !ok || v.sb.FeatureMap&superblock.FeatureBitmapOffset == 0 {
+		return nil, nil
 	}
-	return j, problems
+	var sum *jsonBitmapSummary
+	h, area, berr := p.m.ReadBitmap(off, 0)
+	if h != nil {
+		total, dirty := bitmap.ExamineCounts(h, area)
+		sum = &jsonBitmapSummary{
+			OffsetSectors:      v.sb.BitmapOffset,
+			Magic:              h.Magic,
+			Version:            h.Version,
+			UUID:               uuidText(h.UUID, ':'),
+			Events:             h.Events,
+			EventsCleared:      h.EventsCleared,
+			State:              h.State,
+			Stale:              h.State&bitmap.StateStale != 0,
+			ChunkBytes:         h.ChunkSize,
+			DaemonSleepSeconds: h.DaemonSleep,
+			WriteBehind:        h.WriteBehind,
+			SyncSizeSectors:    h.SyncSize,
+			SyncSizeBytes:      h.SyncSize * 512,
+			Bits:               total,
+			Dirty:              dirty,
+			Nodes:              h.Nodes,
+			ClusterName:        string(cString(h.ClusterName[:])),
+		}
+	}
+	return sum, formatProblems("bitmap", berr)
 }
 
 func exIndexByte(s string, c byte) int {
