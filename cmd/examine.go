@@ -422,8 +422,7 @@ func (v *v1Probe) raw() []byte { return v.mem[:v1SBSize] }
 
 // v090Probe is a 0.90 superblock as mdadm holds it after load_super0.
 type v090Probe struct {
-	sb  *superblock.SuperblockV090
-	raw []byte // 4096 bytes
+	sb *superblock.SuperblockV090
 	// mem is the superblock followed by the 4 KiB after it (the bitmap
 	// superblock when present), as mdadm reads it; zero when not read.
 	mem []byte
@@ -588,7 +587,7 @@ func probeV090(m *member.Member) *v090Probe {
 		return nil
 	}
 	off := superblock.Offset090(m.Geom.Size)
-	v := &v090Probe{sb: sb, raw: raw, err: err, offset: off}
+	v := &v090Probe{sb: sb, err: err, offset: off}
 	v.mem = make([]byte, 2*superblock.Size090)
 	copy(v.mem, raw)
 	if sb.State&superblock.SB090BitmapPresent != 0 {
