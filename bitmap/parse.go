@@ -159,3 +159,31 @@ func (h *Header) CheckFor(uuid [16]byte, events uint64) error {
 // bitmap alone: the kernel refuses bitmap-based recovery when the member is
 // older than events_cleared (super_1_validate: ev1 < events_cleared).
 func (h *Header) ReAddable(devEvents uint64) bool { return devEvents >= h.EventsCleared }
+
+// Decode decodes the bitmap superblock at the start of b as it is,
+// whatever its magic and version and without any check: what a tool
+// showing a damaged bitmap prints. It returns nil, [ErrShort] when b is
+// shorter than [HeaderSize].
+func Decode(b []byte) (*Header, error) {
+	if len(b) < HeaderSize {
+		return nil, ErrShort
+	}
+	return decodeHeader(b), nil
+}
+
+// ClusterNameC returns cluster_name read as a C string: up to the first
+// NUL, running on into the padding after the 64 bytes (to the end of the
+// header) when they hold none, as mdadm's printf("%s") does.
+func (h *Header) ClusterNameC() []byte {
+	s := append(append([]byte(nil), h.ClusterName[:]...), h.Pad[:]...)
+	for i, c := range s {
+		if c == 0 {
+			return s[:i]
+		}
+	}
+	return s
+}
+
+// HasMagic reports whether b starts with the bitmap magic (a file holding
+// an external bitmap).
+func HasMagic(b []byte) bool { return len(b) >= 4 && le.Uint32(b) == Magic }

@@ -238,3 +238,41 @@ func TestReAddable(t *testing.T) {
 		}
 	}
 }
+
+func TestDecodeUnchecked(t *testing.T) {
+	b := make([]byte, HeaderSize)
+	le.PutUint32(b[0:], 0xdeadbeef) // not the bitmap magic
+	le.PutUint32(b[4:], 99)         // no such version
+	le.PutUint64(b[40:], 2048)      // sync_size
+	le.PutUint32(b[52:], 0)         // chunksize Validate refuses
+	le.PutUint32(b[68:], 3)         // nodes
+	copy(b[8:24], "0123456789abcdef")
+	for i := 72; i < HeaderSize; i++ {
+		b[i] = 'c' // cluster name without NUL, running into the padding
+	}
+	h, err := Decode(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h.Magic != 0xdeadbeef || h.Version != 99 || h.SyncSize != 2048 || h.ChunkSize != 0 || h.Nodes != 3 || string(h.UUID[:]) != "0123456789abcdef" {
+		t.Fatalf("Decode = %+v", h)
+	}
+	if got := len(h.ClusterNameC()); got != HeaderSize-72 {
+		t.Fatalf("ClusterNameC has %d bytes, want %d", got, HeaderSize-72)
+	}
+	b[80] = 0
+	h, _ = Decode(b)
+	if got := string(h.ClusterNameC()); got != "cccccccc" {
+		t.Fatalf("ClusterNameC = %q", got)
+	}
+	if HasMagic(b) || HasMagic([]byte{0xd5, 0x44, 0x14}) {
+		t.Fatal("HasMagic without the magic")
+	}
+	le.PutUint32(b[0:], Magic)
+	if !HasMagic(b[:4]) {
+		t.Fatal("HasMagic misses the magic")
+	}
+	if _, err := Decode(b[:HeaderSize-1]); err != ErrShort {
+		t.Fatalf("Decode of a short buffer: %v", err)
+	}
+}

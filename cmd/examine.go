@@ -170,12 +170,36 @@ func examineSetup(env *Env, config, homehost string, homehostGiven, needDevices 
 
 // runExamine is mdadm's Examine() with mdadm.c's preparation.
 func runExamine(env *Env, o *examineOptions, devs []string) error {
+	devs, homehost, err := examineTargets(env, o, devs)
+	if err != nil {
+		return err
+	}
+	out := &bytes.Buffer{}
+	var rv int
+	if o.json {
+		rv = examineJSONAll(env, out, devs, o.scan, homehost)
+	} else {
+		rv = examineTextAll(env, out, o, devs, homehost)
+	}
+	if _, err := env.Stdout.Write(out.Bytes()); err != nil {
+		return exitf(1, "write: %v", err)
+	}
+	if rv != 0 {
+		return &ExitError{Code: rv}
+	}
+	return nil
+}
+
+// examineTargets reads the configuration and returns the devices to
+// examine (those of its DEVICE lines when none are given) and the
+// homehost.
+func examineTargets(env *Env, o *examineOptions, devs []string) ([]string, string, error) {
 	if len(devs) == 0 && !o.scan {
-		return exitf(2, "No devices to examine")
+		return nil, "", exitf(2, "No devices to examine")
 	}
 	conf, homehost, err := examineSetup(env, o.config, o.homehost, o.homehostGiven, len(devs) == 0)
 	if err != nil {
-		return err
+		return nil, "", err
 	}
 	if len(devs) == 0 {
 		devs = conf.DeviceList()
@@ -184,31 +208,27 @@ func runExamine(env *Env, o *examineOptions, devs []string) error {
 			if name == "" {
 				name = DefaultMdadmConf
 			}
-			return exitf(1, "No devices listed in %s", name)
+			return nil, "", exitf(1, "No devices listed in %s", name)
 		}
 	}
+	return devs, homehost, nil
+}
+
+// briefArray is one ARRAY line of examine --brief: the first device seen
+// of an array, and all of its devices.
+type briefArray struct {
+	first  *mdProbe
+	devs   []string
+	spares int
+}
+
+// examineTextAll examines every device in text (full, --brief or
+// --export) into out; it returns mdadm's exit status.
+func examineTextAll(env *Env, out *bytes.Buffer, o *examineOptions, devs []string, homehost string) int {
 	// "--scan implies --brief unless -vv" (mdadm.c); mdtool's --verbose
 	// is a single level.
 	brief := o.brief || o.scan
-	out := &bytes.Buffer{}
 	rv := 0
-	if o.json {
-		rv = examineJSONAll(env, out, devs, o.scan, homehost)
-		_, werr := env.Stdout.Write(out.Bytes())
-		if werr != nil {
-			return exitf(1, "write: %v", werr)
-		}
-		if rv != 0 {
-			return &ExitError{Code: rv}
-		}
-		return nil
-	}
-
-	type briefArray struct {
-		first  *mdProbe
-		devs   []string
-		spares int
-	}
 	var arrays []*briefArray
 	for _, dev := range devs {
 		p, err := probeDevice(dev)
@@ -233,21 +253,7 @@ func runExamine(env *Env, o *examineOptions, devs []string) error {
 				fmt.Fprintf(env.Stderr, "mdtool: No brief listing for mbr on %s\n", dev)
 			}
 		case brief:
-			var ap *briefArray
-			for _, a := range arrays {
-				if a.first.kind == p.kind && exSameArray(a.first, p) {
-					ap = a
-					break
-				}
-			}
-			if ap == nil {
-				ap = &briefArray{first: p}
-				arrays = append(arrays, ap)
-			}
-			if !exDiskSync(p) {
-				ap.spares++
-			}
-			ap.devs = append(ap.devs, dev)
+			arrays = addBriefDevice(arrays, p, dev)
 		case o.export:
 			switch p.kind {
 			case kindV1:
@@ -268,20 +274,47 @@ func runExamine(env *Env, o *examineOptions, devs []string) error {
 		}
 		p.close()
 	}
+	writeBriefArrays(out, arrays, o.verbose)
+	return rv
+}
+
+// addBriefDevice counts device dev (probed as p) in the ARRAY line of its
+// array, adding one for an array not seen yet.
+func addBriefDevice(arrays []*briefArray, p *mdProbe, dev string) []*briefArray {
+	var ap *briefArray
+	for _, a := range arrays {
+		if a.first.kind == p.kind && exSameArray(a.first, p) {
+			ap = a
+			break
+		}
+	}
+	if ap == nil {
+		ap = &briefArray{first: p}
+		arrays = append(arrays, ap)
+	}
+	if !exDiskSync(p) {
+		ap.spares++
+	}
+	ap.devs = append(ap.devs, dev)
+	return arrays
+}
+
+// writeBriefArrays prints the ARRAY lines of examine --brief.
+func writeBriefArrays(out *bytes.Buffer, arrays []*briefArray, verbose bool) {
 	// mdadm keeps its arrays in a list it prepends to: the array seen
 	// last is printed first.
 	for i := len(arrays) - 1; i >= 0; i-- {
 		ap := arrays[i]
 		switch ap.first.kind {
 		case kindV1:
-			writeBriefV1(out, ap.first.v1, o.verbose)
+			writeBriefV1(out, ap.first.v1, verbose)
 		case kindV090:
-			writeBriefV090(out, ap.first.v0, o.verbose)
+			writeBriefV090(out, ap.first.v0, verbose)
 		}
 		if ap.spares > 0 {
 			fmt.Fprintf(out, "   spares=%d", ap.spares)
 		}
-		if o.verbose {
+		if verbose {
 			out.WriteString("   devices")
 			sep := byte('=')
 			for _, d := range ap.devs {
@@ -290,17 +323,10 @@ func runExamine(env *Env, o *examineOptions, devs []string) error {
 				sep = ','
 			}
 		}
-		if ap.spares > 0 || o.verbose {
+		if ap.spares > 0 || verbose {
 			out.WriteByte('\n')
 		}
 	}
-	if _, err := env.Stdout.Write(out.Bytes()); err != nil {
-		return exitf(1, "write: %v", err)
-	}
-	if rv != 0 {
-		return &ExitError{Code: rv}
-	}
-	return nil
 }
 
 // exSameArray is compare_super == 0 for two probes of the same kind.
@@ -319,7 +345,7 @@ func exSameArray(a, b *mdProbe) bool {
 func exDiskSync(p *mdProbe) bool {
 	switch p.kind {
 	case kindV1:
-		return v1DiskSync(v1Fields{p.v1.mem})
+		return v1DiskSync(p.v1)
 	case kindV090:
 		return p.v0.sb.ThisDisk.State&(1<<2) != 0
 	}
@@ -378,7 +404,13 @@ type v1Probe struct {
 	// memory when the bitmap superblock is unreadable or belongs to
 	// another array; mem holds that changed feature_map.
 	mem []byte
-	sb  *superblock.Superblock // decoded from mem
+	// sb is decoded from mem; its dev_roles run on past the 4 KiB into
+	// the bitmap superblock and the device size, as mdadm's loops read
+	// them.
+	sb *superblock.Superblock
+	// bm is the bitmap superblock mdadm read (all zero when the device
+	// has no valid bitmap).
+	bm *bitmap.Header
 	// bitmapDropped says why the bitmap feature bit was cleared ("" if
 	// it was not).
 	bitmapDropped string
@@ -388,14 +420,9 @@ type v1Probe struct {
 // raw returns the 4 KiB superblock area as mdadm holds it.
 func (v *v1Probe) raw() []byte { return v.mem[:v1SBSize] }
 
-// bsb returns the 512 bytes of bitmap superblock mdadm read (zero when
-// the device has no valid bitmap).
-func (v *v1Probe) bsb() []byte { return v.mem[v1SBSize : v1SBSize+v1BMSize] }
-
 // v090Probe is a 0.90 superblock as mdadm holds it after load_super0.
 type v090Probe struct {
-	sb  *superblock.SuperblockV090
-	raw []byte // 4096 bytes
+	sb *superblock.SuperblockV090
 	// mem is the superblock followed by the 4 KiB after it (the bitmap
 	// superblock when present), as mdadm reads it; zero when not read.
 	mem []byte
@@ -505,36 +532,50 @@ func probeV1(m *member.Member) *v1Probe {
 	copy(mem, v.Raw)
 	binary.LittleEndian.PutUint64(mem[v1SBSize+v1BMSize:], devSectors)
 	vp := &v1Probe{loaded: v, minor: v.Minor, mem: mem, devSectors: devSectors}
-	fm := binary.LittleEndian.Uint32(mem[0x08:])
-	if fm&superblock.FeatureBitmapOffset != 0 {
-		// locate_bitmap1 seeks to super_offset + bitmap_offset; a
-		// negative position makes lseek fail and the read happens where
-		// the superblock read left the file (4 KiB after it).
-		off := (int64(v.Offset) + int64(int32(binary.LittleEndian.Uint32(mem[0x60:])))) * 512
-		if off < 0 {
-			off = int64(v.Offset)*512 + v1SBSize
-		}
-		bsb := mem[v1SBSize : v1SBSize+v1BMSize]
-		n, _ := m.ReadAt(bsb, off)
-		switch {
-		case n != v1BMSize:
-			vp.bitmapDropped = fmt.Sprintf("bitmap superblock at byte %d cannot be read", off)
-		case binary.LittleEndian.Uint32(bsb) != bitmap.Magic:
-			vp.bitmapDropped = fmt.Sprintf("no bitmap magic at byte %d", off)
-		case string(bsb[8:24]) != string(mem[0x10:0x20]):
-			vp.bitmapDropped = fmt.Sprintf("the bitmap at byte %d belongs to another array (uuid %s)", off, uuidText([16]byte(bsb[8:24]), ':'))
-		}
-		if vp.bitmapDropped != "" {
-			clear(bsb)
-			binary.LittleEndian.PutUint32(mem[0x08:], fm&^superblock.FeatureBitmapOffset)
-		}
-	}
 	sb, _ := superblock.Parse(mem[:v1SBSize])
 	if sb == nil {
 		return nil
 	}
-	vp.sb = sb
+	if sb.FeatureMap&superblock.FeatureBitmapOffset != 0 {
+		vp.bitmapDropped = loadBitmapV1(m, int64(v.Offset), sb, mem[v1SBSize:v1SBSize+v1BMSize])
+		if vp.bitmapDropped != "" {
+			superblock.ClearFeatures(mem, superblock.FeatureBitmapOffset)
+		}
+	}
+	// Decoded again now that mem holds the bitmap superblock (or zeros)
+	// and the changed feature_map.
+	vp.sb, _ = superblock.Parse(mem)
+	vp.bm, _ = bitmap.Decode(mem[v1SBSize : v1SBSize+v1BMSize])
 	return vp
+}
+
+// loadBitmapV1 is locate_bitmap1 and the bitmap check of load_super1: it
+// reads the bitmap superblock of the v1 superblock sb (found at sector
+// sbSector) into bsb, and returns why mdadm ignores it ("" when it does
+// not). bsb is cleared when the bitmap is ignored.
+func loadBitmapV1(m *member.Member, sbSector int64, sb *superblock.Superblock, bsb []byte) string {
+	// locate_bitmap1 seeks to super_offset + bitmap_offset; a negative
+	// position makes lseek fail and the read happens where the superblock
+	// read left the file (4 KiB after it).
+	off := (sbSector + int64(sb.BitmapOffset)) * 512
+	if off < 0 {
+		off = sbSector*512 + v1SBSize
+	}
+	n, _ := m.ReadAt(bsb, off)
+	var why string
+	h, _ := bitmap.Decode(bsb)
+	switch {
+	case n != len(bsb):
+		why = fmt.Sprintf("bitmap superblock at byte %d cannot be read", off)
+	case h.Magic != bitmap.Magic:
+		why = fmt.Sprintf("no bitmap magic at byte %d", off)
+	case h.UUID != sb.SetUUID:
+		why = fmt.Sprintf("the bitmap at byte %d belongs to another array (uuid %s)", off, uuidText(h.UUID, ':'))
+	}
+	if why != "" {
+		clear(bsb)
+	}
+	return why
 }
 
 // probeV090 is load_super0: a 0.90 superblock in this host's (little)
@@ -546,7 +587,7 @@ func probeV090(m *member.Member) *v090Probe {
 		return nil
 	}
 	off := superblock.Offset090(m.Geom.Size)
-	v := &v090Probe{sb: sb, raw: raw, err: err, offset: off}
+	v := &v090Probe{sb: sb, err: err, offset: off}
 	v.mem = make([]byte, 2*superblock.Size090)
 	copy(v.mem, raw)
 	if sb.State&superblock.SB090BitmapPresent != 0 {
@@ -559,10 +600,11 @@ func probeV090(m *member.Member) *v090Probe {
 		for i := 0; i < 4; i++ {
 			binary.LittleEndian.PutUint32(mine[4*i:], binary.BigEndian.Uint32(u[4*i:]))
 		}
-		if n != len(bm) || binary.LittleEndian.Uint32(bm) != bitmap.Magic || string(bm[8:24]) != string(mine[:]) {
+		h, _ := bitmap.Decode(bm)
+		if n != len(bm) || h.Magic != bitmap.Magic || h.UUID != mine {
 			v.bitmapDropped = true
 			sb.State &^= superblock.SB090BitmapPresent
-			binary.LittleEndian.PutUint32(v.mem[0x84:], sb.State)
+			copy(v.mem, sb.Marshal())
 		}
 	}
 	return v
@@ -589,86 +631,31 @@ var errNoSuperblock = errors.New("no md superblock detected")
 // examine_super0, brief_examine_super0, export_examine_super0;
 // super-mbr.c examine_mbr).
 
-// v1Fields gives typed access to the fields of the in-memory v1
-// superblock, reading mem the way mdadm's struct does (including the
-// dev_roles entries beyond 4 KiB, which run into the bitmap superblock).
-type v1Fields struct {
-	mem []byte
-}
-
-func (f v1Fields) u8(off int) uint8   { return f.mem[off] }
-func (f v1Fields) u16(off int) uint16 { return binary.LittleEndian.Uint16(f.mem[off:]) }
-func (f v1Fields) u32(off int) uint32 { return binary.LittleEndian.Uint32(f.mem[off:]) }
-func (f v1Fields) u64(off int) uint64 { return binary.LittleEndian.Uint64(f.mem[off:]) }
-
-func (f v1Fields) featureMap() uint32   { return f.u32(0x08) }
-func (f v1Fields) level() int32         { return int32(f.u32(0x48)) }
-func (f v1Fields) layout() uint32       { return f.u32(0x4C) }
-func (f v1Fields) size() uint64         { return f.u64(0x50) }
-func (f v1Fields) chunksize() uint32    { return f.u32(0x58) }
-func (f v1Fields) raidDisks() uint32    { return f.u32(0x5C) }
-func (f v1Fields) bitmapOffset() int32  { return int32(f.u32(0x60)) }
-func (f v1Fields) pplOffset() int16     { return int16(f.u16(0x60)) }
-func (f v1Fields) pplSize() uint16      { return f.u16(0x62) }
-func (f v1Fields) newLevel() int32      { return int32(f.u32(0x64)) }
-func (f v1Fields) reshapePos() uint64   { return f.u64(0x68) }
-func (f v1Fields) deltaDisks() int32    { return int32(f.u32(0x70)) }
-func (f v1Fields) newLayout() uint32    { return f.u32(0x74) }
-func (f v1Fields) newChunk() uint32     { return f.u32(0x78) }
-func (f v1Fields) newOffset() int32     { return int32(f.u32(0x7C)) }
-func (f v1Fields) dataOffset() uint64   { return f.u64(0x80) }
-func (f v1Fields) dataSize() uint64     { return f.u64(0x88) }
-func (f v1Fields) superOffset() uint64  { return f.u64(0x90) }
-func (f v1Fields) recoveryOff() uint64  { return f.u64(0x98) }
-func (f v1Fields) devNumber() uint32    { return f.u32(0xA0) }
-func (f v1Fields) devFlags() uint8      { return f.u8(0xB8) }
-func (f v1Fields) bblogSize() uint16    { return f.u16(0xBA) }
-func (f v1Fields) bblogOffset() int32   { return int32(f.u32(0xBC)) }
-func (f v1Fields) resyncOffset() uint64 { return f.u64(0xD0) }
-func (f v1Fields) sbCsum() uint32       { return f.u32(0xD8) }
-func (f v1Fields) maxDev() uint32       { return f.u32(0xDC) }
-func (f v1Fields) ctime() uint64        { return f.u64(0x40) }
-func (f v1Fields) utime() uint64        { return f.u64(0xC0) }
-func (f v1Fields) events() uint64       { return f.u64(0xC8) }
-func (f v1Fields) setUUID() [16]byte    { return [16]byte(f.mem[0x10:0x20]) }
-func (f v1Fields) deviceUUID() [16]byte { return [16]byte(f.mem[0xA8:0xB8]) }
-
 // setName32 is set_name as printf("%.32s") shows it.
-func (f v1Fields) setName32() []byte { return cString(f.mem[0x20:0x40]) }
+func (v *v1Probe) setName32() []byte { return cString(v.sb.SetName[:]) }
 
 // setNameC is set_name read as a C string: it runs on past the 32 bytes
 // when they hold no NUL (into ctime), as strchr/printf in mdadm do.
-func (f v1Fields) setNameC() []byte { return cString(f.mem[0x20:v1SBSize]) }
+func (v *v1Probe) setNameC() []byte { return superblock.NameCString(v.raw()) }
 
-// rolesCount is how many dev_roles entries mdadm's loops can visit: max_dev,
-// cut where the in-memory buffer ends (mdadm would read beyond it).
-func (f v1Fields) rolesCount() int {
-	n := uint64(f.maxDev())
-	if avail := uint64(len(f.mem)-superblock.HeaderSize) / 2; n > avail {
-		n = avail
-	}
-	return int(n)
-}
-
-func (f v1Fields) role(i int) uint16 { return f.u16(superblock.HeaderSize + 2*i) }
-
-// roleFromSB is role_from_sb: dev_roles[dev_number], or spare.
-func (f v1Fields) roleFromSB() uint16 {
-	d := f.devNumber()
-	if uint64(d) < uint64(f.maxDev()) && int(d) < f.rolesCount() {
-		return f.role(int(d))
+// roleFromSB is role_from_sb: dev_roles[dev_number], or spare. The
+// decoded dev_roles are the max_dev entries mdadm's loops can visit, cut
+// where the in-memory buffer ends.
+func (v *v1Probe) roleFromSB() uint16 {
+	if d := v.sb.DevNumber; uint64(d) < uint64(len(v.sb.DevRoles)) {
+		return v.sb.DevRoles[d]
 	}
 	return superblock.RoleSpare
 }
 
 // checksum is calc_sb_1_csum on the in-memory superblock: 256+2*max_dev
 // bytes (computed in C's int), the stored checksum taken as zero.
-func (f v1Fields) checksum() uint32 {
-	size := int32(uint32(superblock.HeaderSize) + 2*f.maxDev())
+func (v *v1Probe) checksum() uint32 {
+	size := int32(uint32(superblock.HeaderSize) + 2*v.sb.MaxDev)
 	if size < 4 {
 		return 0
 	}
-	return superblock.Checksum(f.mem)
+	return superblock.Checksum(v.mem)
 }
 
 // dataDisksFactor is the ddsks/ddsks_denom pair examine_super1 and
@@ -697,39 +684,39 @@ func dataDisksFactor(level int32, raidDisks uint32, layout uint32) (ddsks int64,
 
 // v1ArraySize is examine_super1's array size in bytes (signed, as mdadm
 // computes it).
-func v1ArraySize(f v1Fields) (int64, bool) {
-	if f.level() <= 0 {
+func v1ArraySize(f *v1Probe) (int64, bool) {
+	if f.sb.Level <= 0 {
 		return 0, false
 	}
-	dd, den, ok := dataDisksFactor(f.level(), f.raidDisks(), f.layout())
+	dd, den, ok := dataDisksFactor(f.sb.Level, f.sb.RaidDisks, f.sb.Layout)
 	if !ok {
 		return 0, false
 	}
-	return int64(f.size()<<9) * dd / den, true
+	return int64(f.sb.Size<<9) * dd / den, true
 }
 
 // unusedSpace is getinfo_super1's space_before/space_after. show is false
 // when mdadm prints no "Unused Space" line (space_after == 1, its marker
 // for "no room", or a NEW_OFFSET reshape).
-func unusedSpace(f v1Fields) (before, after uint64, show bool) {
-	fm := f.featureMap()
-	superOff := f.superOffset()
-	dataOff := f.dataOffset()
+func unusedSpace(f *v1Probe) (before, after uint64, show bool) {
+	fm := f.sb.FeatureMap
+	superOff := f.sb.SuperOffset
+	dataOff := f.sb.DataOffset
 	var bitmapOff int64
 	var pplOff, pplSize int64
 	if fm&superblock.FeatureBitmapOffset != 0 {
-		bitmapOff = int64(f.bitmapOffset())
+		bitmapOff = int64(f.sb.BitmapOffset)
 	} else if fm&(superblock.FeaturePPL|superblock.FeatureMultiplePPLs) != 0 {
-		pplOff = int64(f.pplOffset())
-		pplSize = int64(f.pplSize())
+		pplOff = int64(f.sb.PPLOffset())
+		pplSize = int64(f.sb.PPLSize())
 	}
 	var dataSize uint64
-	if f.level() <= 0 {
-		dataSize = f.dataSize()
+	if f.sb.Level <= 0 {
+		dataSize = f.sb.DataSize
 	} else {
-		dataSize = f.size()
+		dataSize = f.sb.Size
 	}
-	bbOff, bbSize := f.bblogOffset(), f.bblogSize()
+	bbOff, bbSize := f.sb.BBLogOffset, f.sb.BBLogSize
 	if dataOff < superOff {
 		before = dataOff
 		end := superOff
@@ -749,7 +736,7 @@ func unusedSpace(f v1Fields) (before, after uint64, show bool) {
 		if bitmapOff > 0 {
 			// mdadm adds the bitmap size to bitmap_offset alone, not to
 			// super_offset + bitmap_offset.
-			bmend := uint64(bitmapOff) + uint64(calcBitmapSize(f.mem[v1SBSize:], 4096))/512
+			bmend := uint64(bitmapOff) + uint64(calcBitmapSize(f.bm, 4096))/512
 			if bmend > earliest {
 				earliest = bmend
 			}
@@ -766,34 +753,34 @@ func unusedSpace(f v1Fields) (before, after uint64, show bool) {
 		if earliest < dataOff {
 			before = dataOff - earliest
 		}
-		after = f.u64(v1SBSize+v1BMSize) - dataSize - dataOff
+		after = f.devSectors - dataSize - dataOff
 	}
 	if before == 0 && after == 0 {
 		after = 1
 	}
 	role := f.roleFromSBInfo()
 	if role == superblock.RoleJournal {
-		after = (f.u64(v1SBSize+v1BMSize) - dataOff) % 8
+		after = (f.devSectors - dataOff) % 8
 	}
 	return before, after, after != 1 && fm&superblock.FeatureNewOffset == 0
 }
 
 // roleFromSBInfo is the role getinfo_super1 uses: faulty when dev_number
 // is beyond max_dev or MAX_DEVS.
-func (f v1Fields) roleFromSBInfo() uint16 {
-	d := f.devNumber()
-	if d >= f.maxDev() || d >= superblock.MaxDevs || int(d) >= f.rolesCount() {
+func (v *v1Probe) roleFromSBInfo() uint16 {
+	d := v.sb.DevNumber
+	if d >= v.sb.MaxDev || d >= superblock.MaxDevs || uint64(d) >= uint64(len(v.sb.DevRoles)) {
 		return superblock.RoleFaulty
 	}
-	return f.role(int(d))
+	return v.sb.DevRoles[d]
 }
 
 // calcBitmapSize is super1.c calc_bitmap_size: bytes of one node's bitmap
 // (header and bits) rounded up to boundary, as a 32-bit unsigned value.
 // A zero chunksize (on which mdadm divides by zero) counts as no bits.
-func calcBitmapSize(bsb []byte, boundary uint64) uint32 {
-	syncSize := binary.LittleEndian.Uint64(bsb[40:])
-	chunk := uint64(binary.LittleEndian.Uint32(bsb[52:]))
+func calcBitmapSize(h *bitmap.Header, boundary uint64) uint32 {
+	syncSize := h.SyncSize
+	chunk := uint64(h.ChunkSize)
 	var bits uint64
 	if chunk != 0 {
 		bits = (syncSize*512 + chunk - 1) / chunk
@@ -805,23 +792,31 @@ func calcBitmapSize(bsb []byte, boundary uint64) uint32 {
 
 // v1DiskSync reports whether getinfo_super1 marks this device in sync
 // (MD_DISK_SYNC): an active role and no replacement feature.
-func v1DiskSync(f v1Fields) bool {
+func v1DiskSync(f *v1Probe) bool {
 	switch f.roleFromSBInfo() {
 	case superblock.RoleSpare, superblock.RoleFaulty, superblock.RoleJournal:
 		return false
 	}
-	return f.featureMap()&superblock.FeatureReplacement == 0
+	return f.sb.FeatureMap&superblock.FeatureReplacement == 0
 }
 
 // writeExamineV1 prints examine_super1's text (without the "DEV:" line).
 func writeExamineV1(w io.Writer, v *v1Probe, homehost string) {
-	f := v1Fields{v.mem}
-	p := func(format string, a ...any) { fmt.Fprintf(w, format, a...) }
-	fm := f.featureMap()
-	level := f.level()
+	writeV1Identity(w, v, homehost)
+	writeV1Space(w, v)
+	deltaExtra := writeV1Reshape(w, v)
+	writeV1Status(w, v)
+	writeV1Geometry(w, v)
+	writeV1Roles(w, v, deltaExtra)
+}
 
-	p("          Magic : %08x\n", f.u32(0))
-	switch so := f.superOffset(); {
+// writeV1Identity prints the superblock, the array and its name.
+func writeV1Identity(w io.Writer, v *v1Probe, homehost string) {
+	p := func(format string, a ...any) { fmt.Fprintf(w, format, a...) }
+	fm := v.sb.FeatureMap
+	level := v.sb.Level
+	p("          Magic : %08x\n", v.sb.Magic)
+	switch so := v.sb.SuperOffset; {
 	case so <= 4:
 		p("        Version : 1.1\n")
 	case so <= 8:
@@ -830,86 +825,107 @@ func writeExamineV1(w io.Writer, v *v1Probe, homehost string) {
 		p("        Version : 1.0\n")
 	}
 	p("    Feature Map : 0x%x\n", fm)
-	p("     Array UUID : %s\n", uuidText(f.setUUID(), ':'))
-	p("           Name : %s", escName(string(f.setName32())))
-	if nameIsLocal(f.mem[0x20:0x40], homehost) {
+	p("     Array UUID : %s\n", uuidText(v.sb.SetUUID, ':'))
+	p("           Name : %s", escName(string(v.setName32())))
+	if nameIsLocal(v.sb.SetName[:], homehost) {
 		p("  (local to host %s)", escName(homehost))
 	}
 	p("\n")
-	bsb := f.mem[v1SBSize:]
-	if binary.LittleEndian.Uint32(bsb[68:]) > 0 && fm&superblock.FeatureBitmapOffset != 0 {
-		p("   Cluster Name : %-64s\n", escName(string(cString(bsb[72:256]))))
+	if v.bm.Nodes > 0 && fm&superblock.FeatureBitmapOffset != 0 {
+		p("   Cluster Name : %-64s\n", escName(string(v.bm.ClusterNameC())))
 	}
-	p("  Creation Time : %s\n", ctime24(int64(f.ctime()&0xFFFFFFFFFF)))
+	p("  Creation Time : %s\n", ctime24(int64(v.sb.CTime.Seconds())))
 	p("     Raid Level : %s\n", levelName(int(level)))
-	p("   Raid Devices : %d\n", int32(f.raidDisks()))
+	p("   Raid Devices : %d\n", int32(v.sb.RaidDisks))
 	p("\n")
-	p(" Avail Dev Size : %d sectors%s\n", f.dataSize(), humanSize(int64(f.dataSize()<<9)))
+}
+
+// writeV1Space prints the sizes, the offsets, the state and the device.
+func writeV1Space(w io.Writer, v *v1Probe) {
+	p := func(format string, a ...any) { fmt.Fprintf(w, format, a...) }
+	fm := v.sb.FeatureMap
+	level := v.sb.Level
+	p(" Avail Dev Size : %d sectors%s\n", v.sb.DataSize, humanSize(int64(v.sb.DataSize<<9)))
 	// mdadm compares the level as unsigned here: linear (-1), multipath
 	// and faulty take this branch too (and print no array size).
 	if uint32(level) > 0 {
-		if asize, ok := v1ArraySize(f); ok {
+		if asize, ok := v1ArraySize(v); ok {
 			p("     Array Size : %d KiB%s\n", uint64(asize>>10), humanSize(asize))
 		}
-		if f.size() != f.dataSize() {
-			p("  Used Dev Size : %d sectors%s\n", f.size(), humanSize(int64(f.size()<<9)))
+		if v.sb.Size != v.sb.DataSize {
+			p("  Used Dev Size : %d sectors%s\n", v.sb.Size, humanSize(int64(v.sb.Size<<9)))
 		}
 	}
-	if f.dataOffset() != 0 {
-		p("    Data Offset : %d sectors\n", f.dataOffset())
+	if v.sb.DataOffset != 0 {
+		p("    Data Offset : %d sectors\n", v.sb.DataOffset)
 	}
-	if f.newOffset() != 0 && fm&superblock.FeatureNewOffset != 0 {
-		p("     New Offset : %d sectors\n", f.dataOffset()+uint64(int64(f.newOffset())))
+	if v.sb.NewOffset != 0 && fm&superblock.FeatureNewOffset != 0 {
+		p("     New Offset : %d sectors\n", v.sb.DataOffset+uint64(int64(v.sb.NewOffset)))
 	}
-	p("   Super Offset : %d sectors\n", f.superOffset())
+	p("   Super Offset : %d sectors\n", v.sb.SuperOffset)
 	if fm&superblock.FeatureRecoveryOffset != 0 {
-		p("Recovery Offset : %d sectors\n", f.recoveryOff())
+		p("Recovery Offset : %d sectors\n", v.sb.RecoveryOffset)
 	}
-	if before, after, show := unusedSpace(f); show {
+	if before, after, show := unusedSpace(v); show {
 		p("   Unused Space : before=%d sectors, after=%d sectors\n", before, after)
 	}
 	state := "clean"
-	if f.resyncOffset()+1 != 0 {
+	if v.sb.ResyncOffset+1 != 0 {
 		state = "active"
 	}
 	p("          State : %s\n", state)
-	p("    Device UUID : %s\n", uuidText(f.deviceUUID(), ':'))
+	p("    Device UUID : %s\n", uuidText(v.sb.DeviceUUID, ':'))
 	p("\n")
+}
+
+// writeV1Reshape prints the bitmap or PPL and the reshape; it returns
+// the extra Array State slots of a shrinking reshape.
+func writeV1Reshape(w io.Writer, v *v1Probe) (deltaExtra uint32) {
+	p := func(format string, a ...any) { fmt.Fprintf(w, format, a...) }
+	fm := v.sb.FeatureMap
+	level := v.sb.Level
 	if fm&superblock.FeatureBitmapOffset != 0 {
-		p("Internal Bitmap : %d sectors from superblock\n", f.bitmapOffset())
+		p("Internal Bitmap : %d sectors from superblock\n", v.sb.BitmapOffset)
 	} else if fm&(superblock.FeaturePPL|superblock.FeatureMultiplePPLs) != 0 {
-		p("            PPL : %d sectors at offset %d sectors from superblock\n", f.pplSize(), f.pplOffset())
+		p("            PPL : %d sectors at offset %d sectors from superblock\n", v.sb.PPLSize(), v.sb.PPLOffset())
 	}
-	var deltaExtra uint32
 	if fm&superblock.FeatureReshapeActive != 0 {
-		rp := f.reshapePos()
+		rp := v.sb.ReshapePosition
 		p("  Reshape pos'n : %d%s\n", rp/2, humanSize(int64(rp<<9)))
-		if dd := f.deltaDisks(); dd != 0 {
+		if dd := v.sb.DeltaDisks; dd != 0 {
 			p("  Delta Devices : %d", dd)
-			p(" (%d->%d)\n", int32(f.raidDisks()-uint32(dd)), int32(f.raidDisks()))
+			p(" (%d->%d)\n", int32(v.sb.RaidDisks-uint32(dd)), int32(v.sb.RaidDisks))
 			if dd < 0 {
 				deltaExtra = uint32(-dd)
 			}
 		}
-		if f.newLevel() != level {
-			p("      New Level : %s\n", levelName(int(f.newLevel())))
+		if v.sb.NewLevel != level {
+			p("      New Level : %s\n", levelName(int(v.sb.NewLevel)))
 		}
-		if f.newLayout() != f.layout() {
+		if v.sb.NewLayout != v.sb.Layout {
 			switch level {
 			case 5:
-				p("     New Layout : %s\n", mapNumOr(r5LayoutTable, int(int32(f.newLayout()))))
+				p("     New Layout : %s\n", mapNumOr(r5LayoutTable, int(int32(v.sb.NewLayout))))
 			case 6:
-				p("     New Layout : %s\n", mapNumOr(r6LayoutTable, int(int32(f.newLayout()))))
+				p("     New Layout : %s\n", mapNumOr(r6LayoutTable, int(int32(v.sb.NewLayout))))
 			case 10:
-				p("     New Layout :%s\n", r10LayoutText(f.newLayout()))
+				p("     New Layout :%s\n", r10LayoutText(v.sb.NewLayout))
 			}
 		}
-		if f.newChunk() != f.chunksize() {
-			p("  New Chunksize : %dK\n", int32(f.newChunk()/2))
+		if v.sb.NewChunk != v.sb.ChunkSize {
+			p("  New Chunksize : %dK\n", int32(v.sb.NewChunk/2))
 		}
 		p("\n")
 	}
-	if fl := f.devFlags(); fl != 0 {
+	return deltaExtra
+}
+
+// writeV1Status prints the flags, the update time, the bad-block log,
+// the checksum and the events.
+func writeV1Status(w io.Writer, v *v1Probe) {
+	p := func(format string, a ...any) { fmt.Fprintf(w, format, a...) }
+	fm := v.sb.FeatureMap
+	if fl := v.sb.DevFlags; fl != 0 {
 		p("          Flags :")
 		if fl&superblock.DevFlagWriteMostly != 0 {
 			p(" write-mostly")
@@ -919,22 +935,29 @@ func writeExamineV1(w io.Writer, v *v1Probe, homehost string) {
 		}
 		p("\n")
 	}
-	p("    Update Time : %s\n", ctime24(int64(f.utime()&0xFFFFFFFFFF)))
-	if f.bblogSize() != 0 && f.bblogOffset() != 0 {
-		p("  Bad Block Log : %d entries available at offset %d sectors", int(f.bblogSize())*512/8, f.bblogOffset())
+	p("    Update Time : %s\n", ctime24(int64(v.sb.UTime.Seconds())))
+	if v.sb.BBLogSize != 0 && v.sb.BBLogOffset != 0 {
+		p("  Bad Block Log : %d entries available at offset %d sectors", int(v.sb.BBLogSize)*512/8, v.sb.BBLogOffset)
 		if fm&superblock.FeatureBadBlocks != 0 {
 			p(" - bad blocks present.")
 		}
 		p("\n")
 	}
-	if sum := f.checksum(); sum == f.sbCsum() {
-		p("       Checksum : %x - correct\n", f.sbCsum())
+	if sum := v.checksum(); sum == v.sb.Checksum {
+		p("       Checksum : %x - correct\n", v.sb.Checksum)
 	} else {
-		p("       Checksum : %x - expected %x\n", f.sbCsum(), sum)
+		p("       Checksum : %x - expected %x\n", v.sb.Checksum, sum)
 	}
-	p("         Events : %d\n", f.events())
+	p("         Events : %d\n", v.sb.Events)
 	p("\n")
-	if name, ok := layoutName(int(level), f.layout(), fm&superblock.FeatureRAID0Layout != 0); ok {
+}
+
+// writeV1Geometry prints the layout and the chunk size.
+func writeV1Geometry(w io.Writer, v *v1Probe) {
+	p := func(format string, a ...any) { fmt.Fprintf(w, format, a...) }
+	fm := v.sb.FeatureMap
+	level := v.sb.Level
+	if name, ok := layoutName(int(level), v.sb.Layout, fm&superblock.FeatureRAID0Layout != 0); ok {
 		if level == 10 {
 			p("         Layout :%s\n", name)
 		} else {
@@ -943,13 +966,19 @@ func writeExamineV1(w io.Writer, v *v1Probe, homehost string) {
 	}
 	switch level {
 	case 0, 4, 5, 6, 10:
-		p("     Chunk Size : %dK\n", int32(f.chunksize()/2))
+		p("     Chunk Size : %dK\n", int32(v.sb.ChunkSize/2))
 	case -1:
-		p("       Rounding : %dK\n", int32(f.chunksize()/2))
+		p("       Rounding : %dK\n", int32(v.sb.ChunkSize/2))
 	}
 	p("\n")
+}
+
+// writeV1Roles prints the device role and the Array State.
+func writeV1Roles(w io.Writer, v *v1Probe, deltaExtra uint32) {
+	p := func(format string, a ...any) { fmt.Fprintf(w, format, a...) }
+	fm := v.sb.FeatureMap
 	p("   Device Role : ")
-	switch role := f.roleFromSB(); {
+	switch role := v.roleFromSB(); {
 	case role >= superblock.RoleFaulty:
 		p("spare\n")
 	case role == superblock.RoleJournal:
@@ -959,12 +988,12 @@ func writeExamineV1(w io.Writer, v *v1Probe, homehost string) {
 	default:
 		p("Active device %d\n", role)
 	}
-	state, inconsistent := arrayStateV1(f, deltaExtra)
+	state, inconsistent := arrayStateV1(v, deltaExtra)
 	p("   Array State : %s ('A' == active, '.' == missing, 'R' == replacing)\n", state)
 	if inconsistent {
 		p("WARNING Array state is inconsistent - each number should appear only once\n")
-		for d := 0; d < f.rolesCount(); d++ {
-			if r := f.role(d); r >= superblock.RoleFaulty {
+		for d := 0; d < len(v.sb.DevRoles); d++ {
+			if r := v.sb.DevRoles[d]; r >= superblock.RoleFaulty {
 				p(" %d:-", d)
 			} else {
 				p(" %d:%d", d, r)
@@ -980,14 +1009,14 @@ const maxStateSlots = 1 << 20
 
 // arrayStateV1 builds the Array State letters and says whether mdadm
 // warns that the state is inconsistent.
-func arrayStateV1(f v1Fields, deltaExtra uint32) (string, bool) {
-	n := uint64(f.raidDisks() + deltaExtra)
+func arrayStateV1(f *v1Probe, deltaExtra uint32) (string, bool) {
+	n := uint64(f.sb.RaidDisks + deltaExtra)
 	if n > maxStateSlots {
 		n = maxStateSlots
 	}
 	counts := map[uint16]int{}
-	for i := 0; i < f.rolesCount(); i++ {
-		counts[f.role(i)]++
+	for i := 0; i < len(f.sb.DevRoles); i++ {
+		counts[f.sb.DevRoles[i]]++
 	}
 	inconsistent := false
 	var b strings.Builder
@@ -997,7 +1026,7 @@ func arrayStateV1(f v1Fields, deltaExtra uint32) (string, bool) {
 			cnt = counts[uint16(d)]
 		}
 		switch {
-		case cnt == 2 && uint32(f.level()) > 0: // unsigned in mdadm: not raid0
+		case cnt == 2 && uint32(f.sb.Level) > 0: // unsigned in mdadm: not raid0
 			b.WriteByte('R')
 		case cnt == 1:
 			b.WriteByte('A')
@@ -1008,9 +1037,9 @@ func arrayStateV1(f v1Fields, deltaExtra uint32) (string, bool) {
 			inconsistent = true
 		}
 	}
-	lim := uint64(f.raidDisks() + deltaExtra)
-	for i := 0; i < f.rolesCount(); i++ {
-		if r := uint64(f.role(i)); r <= superblock.RoleMax && r > lim {
+	lim := uint64(f.sb.RaidDisks + deltaExtra)
+	for i := 0; i < len(f.sb.DevRoles); i++ {
+		if r := uint64(f.sb.DevRoles[i]); r <= superblock.RoleMax && r > lim {
 			inconsistent = true
 		}
 	}
@@ -1034,30 +1063,28 @@ func nameIsLocal(setName []byte, homehost string) bool {
 
 // writeExportV1 prints export_examine_super1's key=value lines.
 func writeExportV1(w io.Writer, v *v1Probe) {
-	f := v1Fields{v.mem}
 	p := func(format string, a ...any) { fmt.Fprintf(w, format, a...) }
-	p("MD_LEVEL=%s\n", levelNameOrNull(int(f.level())))
-	p("MD_DEVICES=%d\n", int32(f.raidDisks()))
+	p("MD_LEVEL=%s\n", levelNameOrNull(int(v.sb.Level)))
+	p("MD_DEVICES=%d\n", int32(v.sb.RaidDisks))
 	// mdadm cuts the name at a newline and prints the rest raw; mdtool
 	// prints all of it, escaped and shell-safe (exportValue).
-	if name := f.setName32(); len(name) > 0 {
+	if name := v.setName32(); len(name) > 0 {
 		p("MD_NAME=%s\n", exportValue(string(name)))
 	}
-	if asize, ok := v1ArraySize(f); ok {
+	if asize, ok := v1ArraySize(v); ok {
 		p("MD_ARRAY_SIZE=%s\n", humanSizeBrief(asize, prefixJEDEC))
 	}
-	p("MD_UUID=%s\n", uuidText(f.setUUID(), ':'))
-	p("MD_UPDATE_TIME=%d\n", f.utime()&0xFFFFFFFFFF)
-	p("MD_DEV_UUID=%s\n", uuidText(f.deviceUUID(), ':'))
-	p("MD_EVENTS=%d\n", f.events())
+	p("MD_UUID=%s\n", uuidText(v.sb.SetUUID, ':'))
+	p("MD_UPDATE_TIME=%d\n", v.sb.UTime.Seconds())
+	p("MD_DEV_UUID=%s\n", uuidText(v.sb.DeviceUUID, ':'))
+	p("MD_EVENTS=%d\n", v.sb.Events)
 }
 
 // writeBriefV1 prints brief_examine_super1's ARRAY line. mdadm 4.2 ends it
 // with name=...; mdadm 4.3 and later no longer print name= (commit
 // dcc22ae7, "Don't print name= in brief"), mdtool follows 4.2.
 func writeBriefV1(w io.Writer, v *v1Probe, verbose bool) {
-	f := v1Fields{v.mem}
-	full := f.setNameC()
+	full := v.setNameC()
 	var nm []byte
 	if i := strings.IndexByte(string(full), ':'); i >= 0 {
 		nm = full[i+1:]
@@ -1071,11 +1098,11 @@ func writeBriefV1(w io.Writer, v *v1Probe, verbose bool) {
 		b.WriteString(printEscape(string(nm))) // no space, quote or control byte
 		b.WriteByte(' ')
 	}
-	lname, known := mapNum(persTable, int(f.level()))
+	lname, known := mapNum(persTable, int(v.sb.Level))
 	if verbose && known {
 		fmt.Fprintf(&b, " level=%s", lname)
 	}
-	switch so := f.superOffset(); {
+	switch so := v.sb.SuperOffset; {
 	case so <= 4:
 		b.WriteString(" metadata=1.1 ")
 	case so <= 8:
@@ -1084,10 +1111,10 @@ func writeBriefV1(w io.Writer, v *v1Probe, verbose bool) {
 		b.WriteString(" metadata=1.0 ")
 	}
 	if verbose {
-		fmt.Fprintf(&b, "num-devices=%d ", int32(f.raidDisks()))
+		fmt.Fprintf(&b, "num-devices=%d ", int32(v.sb.RaidDisks))
 	}
 	b.WriteString("UUID=")
-	b.WriteString(uuidText(f.setUUID(), ':'))
+	b.WriteString(uuidText(v.sb.SetUUID, ':'))
 	if len(full) > 0 {
 		b.WriteString(" name=")
 		b.WriteString(confValue(string(full)))
@@ -1099,28 +1126,11 @@ func writeBriefV1(w io.Writer, v *v1Probe, verbose bool) {
 // sameArrayV1 is compare_super1 == 0 for two loaded superblocks: same
 // set_uuid, ctime, level, layout, size, chunksize and raid_disks.
 func sameArrayV1(a, b *v1Probe) bool {
-	fa, fb := v1Fields{a.mem}, v1Fields{b.mem}
-	return fa.setUUID() == fb.setUUID() && fa.ctime() == fb.ctime() &&
-		fa.level() == fb.level() && fa.layout() == fb.layout() &&
-		fa.size() == fb.size() && fa.chunksize() == fb.chunksize() &&
-		fa.raidDisks() == fb.raidDisks()
-}
-
-// v0Disk reads disk descriptor d (-1 = this_disk) from the in-memory 0.90
-// superblock; descriptors beyond the 27 of the format run on into
-// this_disk and the bitmap block, as in mdadm. Beyond that: zeros.
-func v0Disk(mem []byte, d int) [5]uint32 {
-	off := 0xF80
-	if d >= 0 {
-		off = 0x200 + 128*d
-	}
-	var r [5]uint32
-	for i := range r {
-		if o := off + 4*i; o+4 <= len(mem) {
-			r[i] = binary.LittleEndian.Uint32(mem[o:])
-		}
-	}
-	return r
+	fa, fb := a, b
+	return fa.sb.SetUUID == fb.sb.SetUUID && fa.sb.CTime == fb.sb.CTime &&
+		fa.sb.Level == fb.sb.Level && fa.sb.Layout == fb.sb.Layout &&
+		fa.sb.Size == fb.sb.Size && fa.sb.ChunkSize == fb.sb.ChunkSize &&
+		fa.sb.RaidDisks == fb.sb.RaidDisks
 }
 
 // v0Local is match_home0: the first 8 bytes of SHA-1(homehost) equal
@@ -1130,7 +1140,11 @@ func v0Local(v *v090Probe, homehost string) bool {
 		return false
 	}
 	h := sha1.Sum([]byte(homehost))
-	return string(h[:8]) == string(v.raw[0x38:0x40])
+	// set_uuid2 and set_uuid3 as stored (little-endian on this host).
+	var stored [8]byte
+	binary.LittleEndian.PutUint32(stored[0:], v.sb.SetUUID2)
+	binary.LittleEndian.PutUint32(stored[4:], v.sb.SetUUID3)
+	return string(h[:8]) == string(stored[:])
 }
 
 // mapDevFunc names a block device by its numbers for the 0.90 device
@@ -1140,6 +1154,14 @@ var mapDevFunc = mapDevFromDev
 
 // writeExamineV090 prints examine_super0's text (without the "DEV:" line).
 func writeExamineV090(w io.Writer, v *v090Probe, homehost string) {
+	writeV090Identity(w, v, homehost)
+	deltaExtra := writeV090Reshape(w, v)
+	writeV090Status(w, v)
+	writeV090Disks(w, v, deltaExtra)
+}
+
+// writeV090Identity prints the superblock, the array and its sizes.
+func writeV090Identity(w io.Writer, v *v090Probe, homehost string) {
 	sb := v.sb
 	p := func(format string, a ...any) { fmt.Fprintf(w, format, a...) }
 	p("          Magic : %08x\n", sb.Magic)
@@ -1169,7 +1191,13 @@ func writeExamineV090(w io.Writer, v *v090Probe, homehost string) {
 	p("  Total Devices : %d\n", int32(sb.NrDisks))
 	p("Preferred Minor : %d\n", int32(sb.MDMinor))
 	p("\n")
-	var deltaExtra int32
+}
+
+// writeV090Reshape prints the reshape of a 0.91 superblock; it returns
+// the extra device slots of a shrinking reshape.
+func writeV090Reshape(w io.Writer, v *v090Probe) (deltaExtra int32) {
+	sb := v.sb
+	p := func(format string, a ...any) { fmt.Fprintf(w, format, a...) }
 	if sb.MinorVersion > 90 && sb.ReshapePosition+1 != 0 {
 		p("  Reshape pos'n : %d%s\n", sb.ReshapePosition/2, humanSize(int64(sb.ReshapePosition<<9)))
 		if sb.DeltaDisks != 0 {
@@ -1201,6 +1229,14 @@ func writeExamineV090(w io.Writer, v *v090Probe, homehost string) {
 		}
 		p("\n")
 	}
+	return deltaExtra
+}
+
+// writeV090Status prints the state, the device counts, the checksum,
+// the events and the geometry.
+func writeV090Status(w io.Writer, v *v090Probe) {
+	sb := v.sb
+	p := func(format string, a ...any) { fmt.Fprintf(w, format, a...) }
 	p("    Update Time : %s\n", ctime24(int64(sb.UTime)))
 	state := "active"
 	if sb.State&superblock.SB090Clean != 0 {
@@ -1236,13 +1272,21 @@ func writeExamineV090(w io.Writer, v *v090Probe, homehost string) {
 		p("       Rounding : %dK\n", int32(sb.ChunkSize/1024))
 	}
 	p("\n")
+}
+
+// writeV090Disks prints the device table: this_disk, then the
+// descriptors of the active, spare (and, while shrinking, departing)
+// devices.
+func writeV090Disks(w io.Writer, v *v090Probe, deltaExtra int32) {
+	sb := v.sb
+	p := func(format string, a ...any) { fmt.Fprintf(w, format, a...) }
 	p("      Number   Major   Minor   RaidDevice State\n")
 	last := int64(int32(sb.RaidDisks + uint32(deltaExtra) + sb.SpareDisks))
 	if last > 60 {
 		last = 60 // beyond this mdadm reads past its 8 KiB buffer
 	}
 	for d := -1; int64(d) < last; d++ {
-		dp := v0Disk(v.mem, d)
+		dp := superblock.Disk090Words(v.mem, d)
 		number, major, minor, raidDisk, st := dp[0], dp[1], dp[2], dp[3], dp[4]
 		label := "this"
 		if d >= 0 {
@@ -1759,9 +1803,6 @@ func v1RoleName(r uint16) (string, *int) {
 
 func v1JSON(p *mdProbe, homehost string) (*jsonV1, []jsonProblem) {
 	v := p.v1
-	f := v1Fields{v.mem}
-	fm := f.featureMap()
-	level := f.level()
 	// Every check the kernel applies before using the member,
 	// including those that need the device size.
 	_, perr := superblock.Validate(v.loaded.Raw, v.devSectors)
@@ -1770,187 +1811,236 @@ func v1JSON(p *mdProbe, homehost string) (*jsonV1, []jsonProblem) {
 		problems = append(problems, jsonProblem{"superblock", 0x08, "feature_map",
 			"internal bitmap ignored (mdadm clears the bitmap feature): " + v.bitmapDropped})
 	}
-	name := string(f.setName32())
+	j := v1JSONBase(v, homehost)
+	v1JSONOptional(j, v)
+	var bbProblems, bmProblems []jsonProblem
+	j.BadBlockLog, bbProblems = v1JSONBadBlocks(p)
+	sum := v.checksum()
+	j.Checksum = jsonChecksum{v.sb.Checksum, sum, sum == v.sb.Checksum}
+	j.DeviceRole = v1JSONDeviceRole(v)
+	v1JSONArrayState(j, v)
+	j.Bitmap, bmProblems = v1JSONBitmap(p)
+	problems = append(problems, bbProblems...)
+	return j, append(problems, bmProblems...)
+}
+
+// v1JSONBase is the members every v1.x device has.
+func v1JSONBase(v *v1Probe, homehost string) *jsonV1 {
+	fm := v.sb.FeatureMap
+	level := v.sb.Level
+	name := string(v.setName32())
 	host := ""
 	if i := exIndexByte(name, ':'); i >= 0 {
 		host = name[:i]
 	}
-	j := &jsonV1{
-		Magic:               f.u32(0),
+	return &jsonV1{
+		Magic:               v.sb.Magic,
 		FeatureMap:          fm,
 		Features:            v1FeatureList(fm),
-		ArrayUUID:           uuidText(f.setUUID(), ':'),
-		DeviceUUID:          uuidText(f.deviceUUID(), ':'),
+		ArrayUUID:           uuidText(v.sb.SetUUID, ':'),
+		DeviceUUID:          uuidText(v.sb.DeviceUUID, ':'),
 		Name:                name,
 		NameHost:            host,
-		NameLocal:           nameIsLocal(f.mem[0x20:0x40], homehost),
-		CreationTime:        timeRFC3339(int64(f.ctime() & 0xFFFFFFFFFF)),
-		CreationTimeUnix:    int64(f.ctime() & 0xFFFFFFFFFF),
-		UpdateTime:          timeRFC3339(int64(f.utime() & 0xFFFFFFFFFF)),
-		UpdateTimeUnix:      int64(f.utime() & 0xFFFFFFFFFF),
+		NameLocal:           nameIsLocal(v.sb.SetName[:], homehost),
+		CreationTime:        timeRFC3339(int64(v.sb.CTime.Seconds())),
+		CreationTimeUnix:    int64(v.sb.CTime.Seconds()),
+		UpdateTime:          timeRFC3339(int64(v.sb.UTime.Seconds())),
+		UpdateTimeUnix:      int64(v.sb.UTime.Seconds()),
 		Level:               level,
 		LevelName:           levelName(int(level)),
-		Layout:              f.layout(),
-		ChunkSectors:        uint64(f.chunksize()),
-		ChunkBytes:          uint64(f.chunksize()) * 512,
-		RaidDevices:         f.raidDisks(),
-		AvailDevSizeSectors: f.dataSize(),
-		AvailDevSizeBytes:   f.dataSize() * 512,
-		UsedDevSizeSectors:  f.size(),
-		UsedDevSizeBytes:    f.size() * 512,
-		DataOffsetSectors:   f.dataOffset(),
-		DataOffsetBytes:     f.dataOffset() * 512,
-		SuperOffsetSectors:  f.superOffset(),
-		SuperOffsetBytes:    f.superOffset() * 512,
+		Layout:              v.sb.Layout,
+		ChunkSectors:        uint64(v.sb.ChunkSize),
+		ChunkBytes:          uint64(v.sb.ChunkSize) * 512,
+		RaidDevices:         v.sb.RaidDisks,
+		AvailDevSizeSectors: v.sb.DataSize,
+		AvailDevSizeBytes:   v.sb.DataSize * 512,
+		UsedDevSizeSectors:  v.sb.Size,
+		UsedDevSizeBytes:    v.sb.Size * 512,
+		DataOffsetSectors:   v.sb.DataOffset,
+		DataOffsetBytes:     v.sb.DataOffset * 512,
+		SuperOffsetSectors:  v.sb.SuperOffset,
+		SuperOffsetBytes:    v.sb.SuperOffset * 512,
 		State:               "clean",
 		Flags:               []string{},
-		Events:              f.events(),
-		DevNumber:           f.devNumber(),
-		MaxDev:              f.maxDev(),
-		CntCorrectedRead:    f.u32(0xA4),
+		Events:              v.sb.Events,
+		DevNumber:           v.sb.DevNumber,
+		MaxDev:              v.sb.MaxDev,
+		CntCorrectedRead:    v.sb.CntCorrectedRead,
 		Roles:               []jsonRoleEntry{},
 	}
-	if n, ok := layoutName(int(level), f.layout(), fm&superblock.FeatureRAID0Layout != 0); ok {
+}
+
+// v1JSONOptional fills the members present only with some features,
+// levels or states.
+func v1JSONOptional(j *jsonV1, v *v1Probe) {
+	fm := v.sb.FeatureMap
+	level := v.sb.Level
+	if n, ok := layoutName(int(level), v.sb.Layout, fm&superblock.FeatureRAID0Layout != 0); ok {
 		if level == 10 {
-			n = r10LayoutShort(f.layout())
+			n = r10LayoutShort(v.sb.Layout)
 		}
 		j.LayoutName = n
 	}
-	if binary.LittleEndian.Uint32(v.bsb()[68:]) > 0 && fm&superblock.FeatureBitmapOffset != 0 {
-		j.ClusterName = string(cString(v.bsb()[72:136]))
+	if v.bm.Nodes > 0 && fm&superblock.FeatureBitmapOffset != 0 {
+		j.ClusterName = string(cString(v.bm.ClusterName[:]))
 	}
 	if level > 0 {
-		if asize, ok := v1ArraySize(f); ok {
+		if asize, ok := v1ArraySize(v); ok {
 			j.ArraySizeKiB = exPtr(uint64(asize >> 10))
 			j.ArraySizeBytes = exPtr(uint64(asize))
 		}
 	}
 	if fm&superblock.FeatureNewOffset != 0 {
-		j.NewOffsetSectors = exPtr(f.dataOffset() + uint64(int64(f.newOffset())))
+		j.NewOffsetSectors = exPtr(v.sb.DataOffset + uint64(int64(v.sb.NewOffset)))
 	}
 	if fm&superblock.FeatureRecoveryOffset != 0 {
-		j.RecoveryOffsetSectors = exPtr(f.recoveryOff())
+		j.RecoveryOffsetSectors = exPtr(v.sb.RecoveryOffset)
 	}
-	if before, after, show := unusedSpace(f); show {
+	if before, after, show := unusedSpace(v); show {
 		j.UnusedSpace = &jsonUnused{before, after}
 	}
-	if f.resyncOffset() != superblock.MaxSector {
+	if v.sb.ResyncOffset != superblock.MaxSector {
 		j.State = "active"
-		j.ResyncOffsetSectors = exPtr(f.resyncOffset())
+		j.ResyncOffsetSectors = exPtr(v.sb.ResyncOffset)
 	}
 	if fm&superblock.FeatureBitmapOffset != 0 {
-		j.BitmapOffsetSectors = exPtr(f.bitmapOffset())
+		j.BitmapOffsetSectors = exPtr(v.sb.BitmapOffset)
 	} else if fm&(superblock.FeaturePPL|superblock.FeatureMultiplePPLs) != 0 {
-		j.PPL = &jsonPPL{int64(f.pplOffset()), uint64(f.pplSize())}
+		j.PPL = &jsonPPL{int64(v.sb.PPLOffset()), uint64(v.sb.PPLSize())}
 	}
 	if fm&superblock.FeatureReshapeActive != 0 {
 		r := &jsonReshape{
-			PositionSectors: f.reshapePos(),
-			PositionBytes:   f.reshapePos() * 512,
-			DeltaDisks:      f.deltaDisks(),
-			NewLevel:        f.newLevel(),
-			NewLevelName:    levelName(int(f.newLevel())),
-			NewLayout:       f.newLayout(),
-			NewChunkSectors: uint64(f.newChunk()),
-			NewChunkBytes:   uint64(f.newChunk()) * 512,
+			PositionSectors: v.sb.ReshapePosition,
+			PositionBytes:   v.sb.ReshapePosition * 512,
+			DeltaDisks:      v.sb.DeltaDisks,
+			NewLevel:        v.sb.NewLevel,
+			NewLevelName:    levelName(int(v.sb.NewLevel)),
+			NewLayout:       v.sb.NewLayout,
+			NewChunkSectors: uint64(v.sb.NewChunk),
+			NewChunkBytes:   uint64(v.sb.NewChunk) * 512,
 			Backwards:       fm&superblock.FeatureReshapeBackwards != 0,
 		}
-		if n, ok := layoutName(int(f.newLevel()), f.newLayout(), true); ok {
-			if f.newLevel() == 10 {
-				n = r10LayoutShort(f.newLayout())
+		if n, ok := layoutName(int(v.sb.NewLevel), v.sb.NewLayout, true); ok {
+			if v.sb.NewLevel == 10 {
+				n = r10LayoutShort(v.sb.NewLayout)
 			}
 			r.NewLayoutName = n
 		}
 		j.Reshape = r
 	}
-	if fl := f.devFlags(); fl&superblock.DevFlagWriteMostly != 0 {
+	if fl := v.sb.DevFlags; fl&superblock.DevFlagWriteMostly != 0 {
 		j.Flags = append(j.Flags, "write-mostly")
 	}
-	if fl := f.devFlags(); fl&superblock.DevFlagFailFast != 0 {
+	if fl := v.sb.DevFlags; fl&superblock.DevFlagFailFast != 0 {
 		j.Flags = append(j.Flags, "failfast")
 	}
-	if f.bblogSize() != 0 && f.bblogOffset() != 0 {
-		bb := &jsonBBLog{
-			Entries:          int(f.bblogSize()) * 512 / 8,
-			OffsetSectors:    f.bblogOffset(),
-			SizeSectors:      f.bblogSize(),
-			Shift:            f.u8(0xB9),
-			BadBlocksPresent: fm&superblock.FeatureBadBlocks != 0,
-			BadBlocks:        []jsonBadBlock{},
-		}
-		off := (int64(f.superOffset()) + int64(f.bblogOffset())) * 512
-		buf := make([]byte, int(f.bblogSize())*512)
-		if off >= 0 {
-			if n, err := p.m.ReadAt(buf, off); n == len(buf) {
-				list, perr := superblock.ParseBadBlocks(buf, f.u8(0xB9))
-				for _, b := range list {
-					bb.BadBlocks = append(bb.BadBlocks, jsonBadBlock{b.Start, b.Len})
-				}
-				problems = append(problems, formatProblems("bad_block_log", perr)...)
-			} else {
-				problems = append(problems, jsonProblem{"bad_block_log", 0, "", fmt.Sprintf("cannot read the log at byte %d: %v", off, err)})
-			}
-		}
-		j.BadBlockLog = bb
+}
+
+// v1JSONBadBlocks describes the bad-block log and the bad blocks it
+// lists (nil when the device has no log).
+func v1JSONBadBlocks(p *mdProbe) (*jsonBBLog, []jsonProblem) {
+	v := p.v1
+	if v.sb.BBLogSize == 0 || v.sb.BBLogOffset == 0 {
+		return nil, nil
 	}
-	sum := f.checksum()
-	j.Checksum = jsonChecksum{f.sbCsum(), sum, sum == f.sbCsum()}
-	role := f.roleFromSB()
+	var problems []jsonProblem
+	fm := v.sb.FeatureMap
+	bb := &jsonBBLog{
+		Entries:          int(v.sb.BBLogSize) * 512 / 8,
+		OffsetSectors:    v.sb.BBLogOffset,
+		SizeSectors:      v.sb.BBLogSize,
+		Shift:            v.sb.BBLogShift,
+		BadBlocksPresent: fm&superblock.FeatureBadBlocks != 0,
+		BadBlocks:        []jsonBadBlock{},
+	}
+	off := (int64(v.sb.SuperOffset) + int64(v.sb.BBLogOffset)) * 512
+	buf := make([]byte, int(v.sb.BBLogSize)*512)
+	if off >= 0 {
+		if n, err := p.m.ReadAt(buf, off); n == len(buf) {
+			list, perr := superblock.ParseBadBlocks(buf, v.sb.BBLogShift)
+			for _, b := range list {
+				bb.BadBlocks = append(bb.BadBlocks, jsonBadBlock{b.Start, b.Len})
+			}
+			problems = append(problems, formatProblems("bad_block_log", perr)...)
+		} else {
+			problems = append(problems, jsonProblem{"bad_block_log", 0, "", fmt.Sprintf("cannot read the log at byte %d: %v", off, err)})
+		}
+	}
+	return bb, problems
+}
+
+// v1JSONDeviceRole is the role of the device, as "Device Role" shows it.
+func v1JSONDeviceRole(v *v1Probe) jsonRole {
+	fm := v.sb.FeatureMap
+	role := v.roleFromSB()
 	switch {
 	case role == superblock.RoleSpare:
-		j.DeviceRole = jsonRole{Kind: "spare"}
+		return jsonRole{Kind: "spare"}
 	case role == superblock.RoleFaulty:
-		j.DeviceRole = jsonRole{Kind: "faulty"}
+		return jsonRole{Kind: "faulty"}
 	case role == superblock.RoleJournal:
-		j.DeviceRole = jsonRole{Kind: "journal"}
+		return jsonRole{Kind: "journal"}
 	case fm&superblock.FeatureReplacement != 0:
-		j.DeviceRole = jsonRole{Kind: "replacement", Slot: exIntp(int(role))}
+		return jsonRole{Kind: "replacement", Slot: exIntp(int(role))}
 	default:
-		j.DeviceRole = jsonRole{Kind: "active", Slot: exIntp(int(role))}
+		return jsonRole{Kind: "active", Slot: exIntp(int(role))}
 	}
+}
+
+// v1JSONArrayState fills the Array State and the table of roles.
+func v1JSONArrayState(j *jsonV1, v *v1Probe) {
+	fm := v.sb.FeatureMap
 	var deltaExtra uint32
-	if fm&superblock.FeatureReshapeActive != 0 && f.deltaDisks() < 0 {
-		deltaExtra = uint32(-f.deltaDisks())
+	if fm&superblock.FeatureReshapeActive != 0 && v.sb.DeltaDisks < 0 {
+		deltaExtra = uint32(-v.sb.DeltaDisks)
 	}
-	state, inconsistent := arrayStateV1(f, deltaExtra)
+	state, inconsistent := arrayStateV1(v, deltaExtra)
 	j.ArrayState, j.ArrayStateConsistent = state, !inconsistent
 	last := -1
-	for i := 0; i < f.rolesCount(); i++ {
-		if f.role(i) != superblock.RoleSpare {
+	for i := 0; i < len(v.sb.DevRoles); i++ {
+		if v.sb.DevRoles[i] != superblock.RoleSpare {
 			last = i
 		}
 	}
 	for i := 0; i <= last; i++ {
-		kind, slot := v1RoleName(f.role(i))
+		kind, slot := v1RoleName(v.sb.DevRoles[i])
 		j.Roles = append(j.Roles, jsonRoleEntry{i, kind, slot})
 	}
-	if off, ok := v.loaded.BitmapOffset(); ok && fm&superblock.FeatureBitmapOffset != 0 {
-		h, area, berr := p.m.ReadBitmap(off, 0)
-		if h != nil {
-			total, dirty := bitmap.ExamineCounts(h, area)
-			j.Bitmap = &jsonBitmapSummary{
-				OffsetSectors:      f.bitmapOffset(),
-				Magic:              h.Magic,
-				Version:            h.Version,
-				UUID:               uuidText(h.UUID, ':'),
-				Events:             h.Events,
-				EventsCleared:      h.EventsCleared,
-				State:              h.State,
-				Stale:              h.State&bitmap.StateStale != 0,
-				ChunkBytes:         h.ChunkSize,
-				DaemonSleepSeconds: h.DaemonSleep,
-				WriteBehind:        h.WriteBehind,
-				SyncSizeSectors:    h.SyncSize,
-				SyncSizeBytes:      h.SyncSize * 512,
-				Bits:               total,
-				Dirty:              dirty,
-				Nodes:              h.Nodes,
-				ClusterName:        string(cString(h.ClusterName[:])),
-			}
-		}
-		problems = append(problems, formatProblems("bitmap", berr)...)
+}
+
+// v1JSONBitmap summarizes the internal bitmap (nil when there is none or
+// its header cannot be read).
+func v1JSONBitmap(p *mdProbe) (*jsonBitmapSummary, []jsonProblem) {
+	v := p.v1
+	off, ok := v.loaded.BitmapOffset()
+	if !ok || v.sb.FeatureMap&superblock.FeatureBitmapOffset == 0 {
+		return nil, nil
 	}
-	return j, problems
+	var sum *jsonBitmapSummary
+	h, area, berr := p.m.ReadBitmap(off, 0)
+	if h != nil {
+		total, dirty := bitmap.ExamineCounts(h, area)
+		sum = &jsonBitmapSummary{
+			OffsetSectors:      v.sb.BitmapOffset,
+			Magic:              h.Magic,
+			Version:            h.Version,
+			UUID:               uuidText(h.UUID, ':'),
+			Events:             h.Events,
+			EventsCleared:      h.EventsCleared,
+			State:              h.State,
+			Stale:              h.State&bitmap.StateStale != 0,
+			ChunkBytes:         h.ChunkSize,
+			DaemonSleepSeconds: h.DaemonSleep,
+			WriteBehind:        h.WriteBehind,
+			SyncSizeSectors:    h.SyncSize,
+			SyncSizeBytes:      h.SyncSize * 512,
+			Bits:               total,
+			Dirty:              dirty,
+			Nodes:              h.Nodes,
+			ClusterName:        string(cString(h.ClusterName[:])),
+		}
+	}
+	return sum, formatProblems("bitmap", berr)
 }
 
 func exIndexByte(s string, c byte) int {
@@ -2028,7 +2118,7 @@ func v090JSON(v *v090Probe, homehost string) (*jsonV090, []jsonProblem) {
 		SpareDevices:     sb.SpareDisks,
 		Checksum090:      jsonChecksum{sb.Checksum, sum, sum == sb.Checksum},
 		Events090:        sb.Events(),
-		ThisDisk:         disk090JSON(-1, v0Disk(v.mem, -1)),
+		ThisDisk:         disk090JSON(-1, superblock.Disk090Words(v.mem, -1)),
 		Disks:            []jsonDisk090{},
 	}
 	if n, ok := layoutName(int(sb.Level), sb.Layout, false); ok {
@@ -2051,7 +2141,7 @@ func v090JSON(v *v090Probe, homehost string) (*jsonV090, []jsonProblem) {
 		j.Reshape090 = &jsonReshape090{sb.ReshapePosition, sb.DeltaDisks, sb.NewLevel, sb.NewLayout, sb.NewChunk}
 	}
 	for d := 0; d < superblock.Disks090; d++ {
-		dk := v0Disk(v.mem, d)
+		dk := superblock.Disk090Words(v.mem, d)
 		if dk == [5]uint32{} {
 			continue
 		}

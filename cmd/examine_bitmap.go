@@ -15,6 +15,7 @@ import (
 
 	"mdtool/bitmap"
 	"mdtool/ioctl"
+	"mdtool/superblock"
 )
 
 const examineBitmapLong = `Print the write-intent bitmap of each DEVICE, as "mdadm --examine-bitmap" (-X)
@@ -81,7 +82,7 @@ type bitmapSource struct {
 	metadata string
 	// nodeOffset returns the offset of node i's bitmap given node 0's
 	// header bytes.
-	nodeOffset func(i int, hdr0 []byte) int64
+	nodeOffset func(i int, hdr0 *bitmap.Header) int64
 	// space is the bytes from off that the node bitmaps may take: up to
 	// the data or the superblock on a v1.x device, or the device's end.
 	space int64
@@ -89,16 +90,15 @@ type bitmapSource struct {
 
 // bitmapRead is what bitmap_fd_read returns.
 type bitmapRead struct {
-	hdr       []byte // 256 bytes
-	h         *bitmap.Header
+	h         *bitmap.Header // as read, whatever its magic and version
 	total     uint64
 	dirty     uint64
 	truncated bool
 	parseErr  error
 }
 
-func (r *bitmapRead) magic() uint32   { return binary.LittleEndian.Uint32(r.hdr) }
-func (r *bitmapRead) version() uint32 { return binary.LittleEndian.Uint32(r.hdr[4:]) }
+func (r *bitmapRead) magic() uint32   { return r.h.Magic }
+func (r *bitmapRead) version() uint32 { return r.h.Version }
 
 // readBitmapAt is bitmap_fd_read at byte offset off: the header, and unless
 // brief (or sync_size or chunksize is 0) the count of the bits; a device
@@ -113,18 +113,12 @@ func readBitmapAt(p *mdProbe, off int64, brief bool, limit ...int64) (*bitmapRea
 		}
 		return nil, fmt.Errorf("failed to read superblock of bitmap file: %s", strerror(err))
 	}
-	r := &bitmapRead{hdr: hdr}
-	// The header as decoded fields (whatever the magic says).
-	fixed := append([]byte(nil), hdr...)
-	binary.LittleEndian.PutUint32(fixed, bitmap.Magic)
-	r.h, _ = bitmap.Parse(fixed)
-	if r.h != nil {
-		r.h.Magic = r.magic()
-	}
+	r := &bitmapRead{}
+	r.h, _ = bitmap.Decode(hdr)
 	if r.magic() == bitmap.Magic {
 		_, r.parseErr = bitmap.Parse(hdr)
 	}
-	if brief || r.h == nil || r.h.SyncSize == 0 || r.h.ChunkSize == 0 {
+	if brief || r.h.SyncSize == 0 || r.h.ChunkSize == 0 {
 		return r, nil
 	}
 	want := r.h.Chunks()
@@ -156,7 +150,7 @@ func readBitmapAt(p *mdProbe, off int64, brief bool, limit ...int64) (*bitmapRea
 // nodes than fit: "The max num of nodes can't exceed"). A damaged nodes
 // field is cut to the node bitmaps that fit in the bitmap area, so that
 // it costs no more than reading that area.
-func (src *bitmapSource) clusterNodes(nodes uint32, hdr0 []byte) (n, fit int) {
+func (src *bitmapSource) clusterNodes(nodes uint32, hdr0 *bitmap.Header) (n, fit int) {
 	n = int(int32(nodes))
 	if n <= 0 {
 		return max(n, 0), 0
@@ -169,7 +163,7 @@ func (src *bitmapSource) clusterNodes(nodes uint32, hdr0 []byte) (n, fit int) {
 // nodeSlot is the bytes of one node's bitmap (header and bits) of a
 // clustered bitmap on a v1.x device: what mdadm steps by from node to
 // node. Elsewhere every node reads the same bitmap: no bound.
-func (src *bitmapSource) nodeSlot(hdr0 []byte) int64 {
+func (src *bitmapSource) nodeSlot(hdr0 *bitmap.Header) int64 {
 	if src.metadata != "1.0" && src.metadata != "1.1" && src.metadata != "1.2" {
 		return 0
 	}
@@ -213,9 +207,9 @@ func locateBitmap(path string) (*bitmapSource, error) {
 	st, _ := os.Stat(path)
 	if st != nil && st.Mode().IsRegular() {
 		magic := make([]byte, 4)
-		if n, _ := p.m.ReadAt(magic, 0); n == 4 && binary.LittleEndian.Uint32(magic) == bitmap.Magic {
+		if n, _ := p.m.ReadAt(magic, 0); n == 4 && bitmap.HasMagic(magic) {
 			src.file = true
-			src.nodeOffset = func(int, []byte) int64 { return 0 }
+			src.nodeOffset = func(int, *bitmap.Header) int64 { return 0 }
 			return src, nil
 		}
 	}
@@ -223,7 +217,7 @@ func locateBitmap(path string) (*bitmapSource, error) {
 	case kindNone:
 		// "just look at device..."
 		src.file = true
-		src.nodeOffset = func(int, []byte) int64 { return 0 }
+		src.nodeOffset = func(int, *bitmap.Header) int64 { return 0 }
 	case kindMBR:
 		p.close()
 		return nil, fmt.Errorf("No bitmap possible with mbr metadata")
@@ -231,28 +225,28 @@ func locateBitmap(path string) (*bitmapSource, error) {
 		src.metadata = "0.90"
 		src.swapUUID = false
 		src.off = int64(p.v0.offset) + 4096
-		src.nodeOffset = func(int, []byte) int64 { return src.off }
+		src.nodeOffset = func(int, *bitmap.Header) int64 { return src.off }
 	case kindV1:
-		f := v1Fields{p.v1.mem}
-		src.metadata = fmt.Sprintf("1.%d", p.v1.sb.Minor())
-		if f.featureMap()&1 == 0 {
+		sb := p.v1.sb
+		src.metadata = fmt.Sprintf("1.%d", sb.Minor())
+		if sb.FeatureMap&superblock.FeatureBitmapOffset == 0 {
 			p.close()
 			return nil, fmt.Errorf("%s doesn't have bitmap", path)
 		}
-		base := int64(f.superOffset()) + int64(f.bitmapOffset())
+		base := int64(sb.SuperOffset) + int64(sb.BitmapOffset)
 		src.off = base * 512
 		// The node bitmaps lie between the bitmap and the data (1.1,
 		// 1.2) or the superblock (1.0). The bad-block log is not a
 		// bound: neither mdadm nor md-cluster checks it.
 		end := int64(p.size >> 9)
-		for _, e := range []int64{int64(f.dataOffset()), int64(f.superOffset())} {
+		for _, e := range []int64{int64(sb.DataOffset), int64(sb.SuperOffset)} {
 			if e > base && e < end {
 				end = e
 			}
 		}
 		src.space = (end - base) * 512
-		src.nodeOffset = func(i int, _ []byte) int64 {
-			per := int64(calcBitmapSize(p.v1.bsb(), 4096) >> 9)
+		src.nodeOffset = func(i int, _ *bitmap.Header) int64 {
+			per := int64(calcBitmapSize(p.v1.bm, 4096) >> 9)
 			return (base + per*int64(i)) * 512
 		}
 	}
@@ -301,8 +295,7 @@ func runExamineBitmap(env *Env, o *examineBitmapOptions, devs []string) error {
 // bitmapUUIDText prints the bitmap uuid as ExamineBitmap does: the bytes
 // in stored order for v1.x and bitmap files, as little-endian words for
 // 0.90 (swapuuid 0).
-func bitmapUUIDText(hdr []byte, swap bool) string {
-	u := [16]byte(hdr[8:24])
+func bitmapUUIDText(u [16]byte, swap bool) string {
 	if swap {
 		return uuidText(u, ':')
 	}
@@ -351,7 +344,7 @@ func examineBitmapText(env *Env, out io.Writer, dev string, brief bool) int {
 		return 1
 	}
 	h := r.h
-	p("            UUID : %s\n", bitmapUUIDText(r.hdr, src.swapUUID))
+	p("            UUID : %s\n", bitmapUUIDText(r.h.UUID, src.swapUUID))
 	if h.Nodes == 0 {
 		p("          Events : %d\n", h.Events)
 		p("  Events Cleared : %d\n", h.EventsCleared)
@@ -378,13 +371,13 @@ func examineBitmapText(env *Env, out io.Writer, dev string, brief bool) int {
 		return 0
 	}
 	p("   Cluster nodes : %d\n", int32(h.Nodes))
-	p("    Cluster name : %-64s\n", cString(r.hdr[72:256]))
-	nodes, fit := src.clusterNodes(h.Nodes, r.hdr)
+	p("    Cluster name : %-64s\n", r.h.ClusterNameC())
+	nodes, fit := src.clusterNodes(h.Nodes, r.h)
 	if nodes < int(int32(h.Nodes)) {
 		errf("cluster nodes %d: only %d node bitmaps fit in the bitmap area; listing those\n", int32(h.Nodes), fit)
 	}
 	for i := 0; i < nodes; i++ {
-		nr, err := readBitmapAt(src.p, src.nodeOffset(i, r.hdr), brief, src.nodeSlot(r.hdr))
+		nr, err := readBitmapAt(src.p, src.nodeOffset(i, r.h), brief, src.nodeSlot(r.h))
 		if err != nil {
 			p("   Unable to read bitmap on node: %d\n", i)
 			continue
@@ -489,7 +482,7 @@ func examineBitmapJSON(env *Env, dev string, brief bool) (*jsonBitmapDoc, int) {
 	}
 	h := r.h
 	d.Lockless = h.Version == bitmap.VersionLockless
-	d.UUID = bitmapUUIDText(r.hdr, src.swapUUID)
+	d.UUID = bitmapUUIDText(r.h.UUID, src.swapUUID)
 	d.Events, d.EventsCleared, d.State = h.Events, h.EventsCleared, h.State
 	d.StateName = bitmapStateName(h.State)
 	d.Stale = h.State&bitmap.StateStale != 0
@@ -506,14 +499,14 @@ func examineBitmapJSON(env *Env, dev string, brief bool) (*jsonBitmapDoc, int) {
 	if !brief && !d.Lockless {
 		d.Bits, d.Dirty, d.DirtyPercent = exPtr(r.total), exPtr(r.dirty), exPtr(dirtyPercent(r.dirty, r.total))
 	}
-	nodes, fit := src.clusterNodes(h.Nodes, r.hdr)
+	nodes, fit := src.clusterNodes(h.Nodes, r.h)
 	if nodes < int(int32(h.Nodes)) && !d.Lockless {
 		d.Problems = append(d.Problems, jsonProblem{"bitmap", src.off, "nodes",
 			fmt.Sprintf("%d nodes, only %d node bitmaps fit in the bitmap area", int32(h.Nodes), fit)})
 	}
 	for i := 0; i < nodes && !d.Lockless; i++ {
-		off := src.nodeOffset(i, r.hdr)
-		nr, err := readBitmapAt(src.p, off, brief, src.nodeSlot(r.hdr))
+		off := src.nodeOffset(i, r.h)
+		nr, err := readBitmapAt(src.p, off, brief, src.nodeSlot(r.h))
 		if err != nil {
 			d.Problems = append(d.Problems, jsonProblem{"bitmap", off, "", fmt.Sprintf("node %d: %v", i, err)})
 			continue
