@@ -10,9 +10,10 @@ import "context"
 // space in spans and units, the per-unit throttling by sync_speed_min/max
 // and by user I/O (step), cancellation (idle, frozen, Close), and when
 // progress is recorded (every 1/16 of the range or UPDATE_FREQUENCY,
-// cpRule). The caller holds the sync slot (claim/claimWait) and gives it
-// back (release); a background action that fails sets recovery_disabled
-// (runAction).
+// cpRule). The caller holds the sync slot and gives it back (release):
+// runSync for the synchronous Resync and Check, runAction for the
+// background actions (newAction; it chains the next action and sets
+// recovery_disabled when one fails), startReplace for a replacement.
 //
 // Reshape would be a sixth implementation: prepare returns the reshape
 // range (the new geometry's sync space) and reshape_position as its start;

@@ -41,17 +41,6 @@ func (a *Array) Check(ctx context.Context, repair bool) (uint64, error) {
 	return ca.mismatches, err
 }
 
-// check runs a check or repair in the claimed sync slot.
-func (a *Array) check(ctx context.Context, repair bool) (uint64, error) {
-	act := ActionCheck
-	if repair {
-		act = ActionRepair
-	}
-	ca := &checkAction{a: a, act: act, repair: repair}
-	err := a.drive(ctx, ca)
-	return ca.mismatches, err
-}
-
 // checkAction is check and repair (syncAction): every stripe
 // (syncStripe) or mirrored region (syncMirror) from the start, counting
 // mismatches; nothing is checkpointed.

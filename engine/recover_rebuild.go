@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"context"
 	"fmt"
 
 	"mdtool/engine/layout"
@@ -21,10 +20,6 @@ import (
 type bitmapChunks interface {
 	ChunkSectors() uint64
 	Chunks() uint64
-}
-
-func (a *Array) recover(ctx context.Context) error {
-	return a.drive(ctx, &recoverAction{a: a})
 }
 
 // recoverAction is the recovery (syncAction) of the members in

@@ -173,7 +173,7 @@ func (a *Array) startReplace(ctx context.Context, old, sp *member, resume bool) 
 	a.resume()
 	a.opts.Logf("md: replacing role %d (device %d) with device %d", role, old.index, sp.index)
 	go func() {
-		err := a.replace(ctx, old, sp, tee)
+		err := a.drive(ctx, &replaceAction{a: a, old: old, sp: sp, tee: tee})
 		if err != nil && ctx.Err() == nil {
 			a.opts.Logf("md: replacement of role %d failed: %v", role, err)
 		}
@@ -203,11 +203,6 @@ func (a *Array) pendingReplacement() (old, sp *member) {
 		return o, m
 	}
 	return nil, nil
-}
-
-// replace copies old onto its replacement sp and swaps them.
-func (a *Array) replace(ctx context.Context, old, sp *member, tee *teeDevice) error {
-	return a.drive(ctx, &replaceAction{a: a, old: old, sp: sp, tee: tee})
 }
 
 // replaceAction is a hot replacement (syncAction): old is copied onto sp

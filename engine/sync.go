@@ -72,10 +72,6 @@ type resyncAction struct {
 	needed   bool // the bitmap marks the current span
 }
 
-func (a *Array) resync(ctx context.Context) error {
-	return a.drive(ctx, &resyncAction{a: a})
-}
-
 func (r *resyncAction) name() string { return ActionResync }
 
 func (r *resyncAction) prepare() (total, from uint64, ok bool, err error) {
