@@ -17,12 +17,14 @@ import "context"
 //
 // Reshape would be a sixth implementation: prepare returns the reshape
 // range (the new geometry's sync space) and reshape_position as its start;
-// span returns the next region of stripes that can be moved without
-// overwriting data not yet read (the reshape window), unit moves one
-// stripe from the old geometry to the new under the stripe lock, and
-// checkpoint writes reshape_position into the superblocks (md records it
-// before it moves on past the window); finish switches the array to the
-// new geometry.
+// span returns the next window of stripes that can be moved without
+// overwriting data not yet read, and first writes reshape_position into
+// the superblocks when the window would go past what they record as safe
+// (md's reshape_safe); unit moves one stripe from the old geometry to the
+// new under the stripe lock; checkpoint records reshape_position at the
+// usual 1/16 and UPDATE_FREQUENCY points; finish switches the array to
+// the new geometry (or, interrupted, leaves reshape_position for the
+// next Open).
 type syncAction interface {
 	// name is the sync_action the progress shows.
 	name() string
