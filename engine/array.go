@@ -178,8 +178,55 @@ type Array struct {
 }
 
 // Open assembles the array whose members are devs (in any order; spares
-// and stale members are recognised from their superblocks).
+// and stale members are recognised from their superblocks). It reads the
+// superblocks, makes the members, sets the geometry up, checks that the
+// array can run, loads its state and bitmap and starts the daemon.
 func Open(devs []Device, opts Options) (*Array, error) {
+	opts = opts.withDefaults()
+	minor, err := metadataMinor(opts.Metadata)
+	if err != nil {
+		return nil, err
+	}
+	as, err := assemble(devs, minor)
+	if err != nil {
+		return nil, err
+	}
+	ref := as.ref.sb
+	a := &Array{opts: opts, devs: devs, n: int(ref.RaidDisks), drained: make(chan struct{}, 1), uuid: ref.SetUUID}
+	a.suspCond = sync.NewCond(&a.suspMu)
+	a.sc.init()
+	a.level = layout.Level(ref.Level)
+	a.addMembers(as)
+	if err := a.setGeometry(ref); err != nil {
+		return nil, err
+	}
+	if err := a.checkDataAreas(); err != nil {
+		return nil, err
+	}
+	if err := a.checkRedundancy(); err != nil {
+		return nil, err
+	}
+	if err := a.loadState(ref); err != nil {
+		return nil, err
+	}
+	a.bm = noBitmap{}
+	if ref.FeatureMap&superblock.FeatureBitmapOffset != 0 && a.redundant() {
+		if err := a.openBitmap(as); err != nil {
+			return nil, err
+		}
+	}
+	switch {
+	case a.striped != nil:
+		a.pers = &stripedPers{a: a, g: a.striped, r6: a.level == layout.RAID6}
+	default:
+		a.pers = &mappedPers{a: a}
+	}
+	a.startDaemon()
+	return a, nil
+}
+
+// withDefaults fills in the defaults of Options.
+func (opts Options) withDefaults() Options {
 	if opts.MaxRequest <= 0 {
 		opts.MaxRequest = 1 << 20
 	}
@@ -195,42 +242,35 @@ func Open(devs []Device, opts Options) (*Array, error) {
 	if opts.MaxCorrectedReadErrors == 0 {
 		opts.MaxCorrectedReadErrors = 20 // MD_DEFAULT_MAX_CORRECTED_READ_ERRORS
 	}
-	minor := -1
-	switch opts.Metadata {
+	return opts
+}
+
+// metadataMinor is the superblock minor version Options.Metadata asks
+// for; -1: any.
+func metadataMinor(metadata string) (int, error) {
+	switch metadata {
 	case "":
+		return -1, nil
 	case "1.0":
-		minor = 0
+		return 0, nil
 	case "1.1":
-		minor = 1
+		return 1, nil
 	case "1.2":
-		minor = 2
-	default:
-		return nil, fmt.Errorf("%w: metadata %q (only 1.0, 1.1, 1.2)", ErrUnsupported, opts.Metadata)
+		return 2, nil
 	}
-	as, err := assemble(devs, minor)
-	if err != nil {
-		return nil, err
-	}
-	ref := as.ref.sb
-	a := &Array{opts: opts, devs: devs, n: int(ref.RaidDisks), drained: make(chan struct{}, 1), uuid: ref.SetUUID}
-	a.suspCond = sync.NewCond(&a.suspMu)
-	a.sc.init()
-	a.level = layout.Level(ref.Level)
-	p := layout.Params{
-		Level:            a.level,
-		Layout:           int(ref.Layout),
-		ChunkSectors:     uint64(ref.ChunkSize),
-		RaidDisks:        a.n,
-		ComponentSectors: ref.Size,
-	}
-	if a.level == layout.RAID0 && ref.FeatureMap&superblock.FeatureRAID0Layout == 0 {
-		p.Layout = -1
-	}
+	return -1, fmt.Errorf("%w: metadata %q (only 1.0, 1.1, 1.2)", ErrUnsupported, metadata)
+}
+
+// addMembers makes the members the assembly found: the members of the
+// roles (partly recovered ones Recovering), the spares and the
+// replacements being rebuilt.
+func (a *Array) addMembers(as *assembly) {
 	a.roles = make([]*member, a.n)
 	mk := func(i, role int) *member {
 		ls := as.supers[i]
-		m := &member{dev: devs[i], index: i, role: role, ls: ls, dataOff: int64(ls.sb.DataOffset) * 512,
-			lbs: int64(devs[i].Geometry().LogicalBlock), sbEvents: ls.sb.Events, memory: devs[i].Geometry().Memory,
+		dev := a.devs[i]
+		m := &member{dev: dev, index: i, role: role, ls: ls, dataOff: int64(ls.sb.DataOffset) * 512,
+			lbs: int64(dev.Geometry().LogicalBlock), sbEvents: ls.sb.Events, memory: dev.Geometry().Memory,
 			savedRole: -1}
 		m.writeMostly = ls.sb.DevFlags&superblock.DevFlagWriteMostly != 0
 		m.failFast = ls.sb.DevFlags&superblock.DevFlagFailFast != 0
@@ -277,18 +317,35 @@ func Open(devs []Device, opts Options) (*Array, error) {
 		m.recCP.Store(sb.RecoveryOffset)
 		m.replacement = true
 	}
+}
+
+// setGeometry sets the data layout up from the reference superblock and
+// derives the array size, block size, split unit, request limit and lock
+// region size.
+func (a *Array) setGeometry(ref *superblock.Superblock) error {
+	p := layout.Params{
+		Level:            a.level,
+		Layout:           int(ref.Layout),
+		ChunkSectors:     uint64(ref.ChunkSize),
+		RaidDisks:        a.n,
+		ComponentSectors: ref.Size,
+	}
+	if a.level == layout.RAID0 && ref.FeatureMap&superblock.FeatureRAID0Layout == 0 {
+		p.Layout = -1
+	}
 	if a.level == layout.Linear || a.level == layout.RAID0 {
 		p.DevSectors = make([]uint64, a.n)
 		for r, m := range a.roles {
 			if m == nil {
-				return nil, fmt.Errorf("%w: %v needs every member, role %d is missing", ErrFailed, a.level, r)
+				return fmt.Errorf("%w: %v needs every member, role %d is missing", ErrFailed, a.level, r)
 			}
 			p.DevSectors[r] = m.ls.sb.DataSize
 		}
 	}
+	var err error
 	a.geo, err = layout.New(p)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	if s, ok := a.geo.(*layout.Striped); ok {
 		a.striped = s
@@ -318,26 +375,34 @@ func Open(devs []Device, opts Options) (*Array, error) {
 		a.lockSec = a.geo.IOOpt() >> 9
 	}
 	if a.unit > 0 {
-		a.maxReq = opts.MaxRequest / a.unit * a.unit
+		a.maxReq = a.opts.MaxRequest / a.unit * a.unit
 		if a.maxReq < a.unit {
 			a.maxReq = a.unit
 		}
 	} else {
-		a.maxReq = opts.MaxRequest
+		a.maxReq = a.opts.MaxRequest
 	}
+	return nil
+}
+
+// checkDataAreas checks that every member holds its data area.
+func (a *Array) checkDataAreas() error {
 	for _, m := range a.all {
-		// The member must hold the data area.
 		need := m.dataOff
 		if m.role >= 0 {
 			need += int64(a.geo.DevSectors(m.role)) * 512
 		}
 		if need > m.dev.Geometry().Size {
-			return nil, fmt.Errorf("engine: device %d is too small for its data area", m.index)
+			return fmt.Errorf("engine: device %d is too small for its data area", m.index)
 		}
 	}
-	if err := a.checkRedundancy(); err != nil {
-		return nil, err
-	}
+	return nil
+}
+
+// loadState takes the events, the resync checkpoint and the clean state
+// from the reference superblock, and refuses a dirty degraded raid4/5/6
+// unless Force.
+func (a *Array) loadState(ref *superblock.Superblock) error {
 	a.meta.events = ref.Events
 	a.meta.recoveryCP = ref.ResyncOffset
 	if a.level == layout.RAID1 && a.n-a.degraded() == 1 {
@@ -352,34 +417,28 @@ func Open(devs []Device, opts Options) (*Array, error) {
 	// raid5_run: members that are only partly recovered hold parity for
 	// what is beyond their recovery offset, so they do not count against
 	// a dirty array (dirty_parity_disks).
-	if !a.meta.inSync && a.degraded()-a.recovering() > 0 && a.striped != nil && !opts.Force {
-		return nil, fmt.Errorf("%w: cannot start dirty degraded array (use Force)", ErrFailed)
+	if !a.meta.inSync && a.degraded()-a.recovering() > 0 && a.striped != nil && !a.opts.Force {
+		return fmt.Errorf("%w: cannot start dirty degraded array (use Force)", ErrFailed)
 	}
-	a.bm = noBitmap{}
-	if ref.FeatureMap&superblock.FeatureBitmapOffset != 0 && a.redundant() {
-		if err := a.openBitmap(as); err != nil {
-			return nil, err
-		}
+	return nil
+}
+
+// startDaemon starts the background goroutine (safe mode, bitmap daemon,
+// sync thread) unless NoDaemon or ReadOnly.
+func (a *Array) startDaemon() {
+	if a.opts.NoDaemon || a.opts.ReadOnly {
+		return
 	}
-	switch {
-	case a.striped != nil:
-		a.pers = &stripedPers{a: a, g: a.striped, r6: a.level == layout.RAID6}
-	default:
-		a.pers = &mappedPers{a: a}
+	ctx, cancel := context.WithCancel(context.Background())
+	a.cancel = cancel
+	a.done = make(chan struct{})
+	// md_run wakes the sync thread at once: a pending resync or recovery
+	// shows in sync_action as soon as the array runs, so a `wait` right
+	// after assembly waits for it.
+	if !a.opts.NoAutoSync {
+		a.checkRecovery()
 	}
-	if !opts.NoDaemon && !opts.ReadOnly {
-		ctx, cancel := context.WithCancel(context.Background())
-		a.cancel = cancel
-		a.done = make(chan struct{})
-		// md_run wakes the sync thread at once: a pending resync or
-		// recovery shows in sync_action as soon as the array runs, so a
-		// `wait` right after assembly waits for it.
-		if !opts.NoAutoSync {
-			a.checkRecovery()
-		}
-		go a.daemon(ctx)
-	}
-	return a, nil
+	go a.daemon(ctx)
 }
 
 // recovering counts roles whose member is being recovered.

@@ -36,53 +36,57 @@ func (a *Array) Check(ctx context.Context, repair bool) (uint64, error) {
 	if repair {
 		act = ActionRepair
 	}
-	c, err := a.claimWait(ctx, act)
-	if err != nil {
-		return 0, err
-	}
-	defer a.release(true)
-	return a.check(c, repair)
+	ca := &checkAction{a: a, act: act, repair: repair}
+	err := a.runSync(ctx, ca)
+	return ca.mismatches, err
 }
 
-// check runs a check or repair in the claimed sync slot.
-func (a *Array) check(ctx context.Context, repair bool) (uint64, error) {
+// checkAction is check and repair (syncAction): every stripe
+// (syncStripe) or mirrored region (syncMirror) from the start, counting
+// mismatches; nothing is checkpointed.
+type checkAction struct {
+	wholeRange
+	a          *Array
+	act        string
+	repair     bool
+	mismatches uint64
+}
+
+func (c *checkAction) name() string { return c.act }
+
+func (c *checkAction) prepare() (total, from uint64, ok bool, err error) {
+	a := c.a
 	if a.degraded() > 0 {
-		return 0, ErrDegradedCheck
+		return 0, 0, false, ErrDegradedCheck
 	}
 	switch {
 	case a.striped != nil:
-		return a.checkStriped(ctx, repair)
+		return a.striped.Stripes() * a.striped.ChunkSectors(), 0, true, nil
 	case a.level == layout.RAID1 || a.level == layout.RAID10:
-		return a.checkMirrors(ctx, repair)
+		return a.geo.ArraySectors(), 0, true, nil
 	}
-	return 0, fmt.Errorf("engine: %v has no redundancy to check", a.level)
+	return 0, 0, false, fmt.Errorf("engine: %v has no redundancy to check", a.level)
 }
 
-func (a *Array) checkStriped(ctx context.Context, repair bool) (uint64, error) {
-	var mismatches uint64
-	c := a.striped.ChunkSectors()
-	act := ActionCheck
-	if repair {
-		act = ActionRepair
+func (c *checkAction) unit(p, max uint64) (uint64, error) {
+	a := c.a
+	var mm, n, w uint64
+	var err error
+	if a.striped != nil {
+		n = a.striped.ChunkSectors()
+		mm, w, err = a.syncStripe(p/n, c.repair)
+	} else {
+		mm, n, w, err = a.syncMirror(p, max, c.repair)
 	}
-	a.begin(act, a.striped.Stripes()*c, 0)
-	for stripe := uint64(0); stripe < a.striped.Stripes(); stripe++ {
-		if err := ctx.Err(); err != nil {
-			return mismatches, err
-		}
-		mm, w, err := a.syncStripe(stripe, repair)
-		mismatches += mm
-		a.sc.mismatches.Add(mm)
-		a.sc.written.Add(w)
-		if err != nil {
-			return mismatches, err
-		}
-		if err := a.step(ctx, (stripe+1)*c, c); err != nil {
-			return mismatches, err
-		}
-	}
-	return mismatches, nil
+	c.mismatches += mm
+	a.sc.mismatches.Add(mm)
+	a.sc.written.Add(w)
+	return n, err
 }
+
+func (c *checkAction) checkpoint(uint64, bool) {}
+
+func (c *checkAction) finish(_ uint64, err error) error { return err }
 
 // syncStripe reads one stripe under its lock, rebuilds what fails to read,
 // recomputes parity and counts the 4 KiB pages whose parity differs; with
@@ -167,33 +171,6 @@ func (a *Array) syncStripe(stripe uint64, repair bool) (mismatches, written uint
 	w.release()
 	a.unlockStripe(stripe, 0, c)
 	return mismatches, written, err
-}
-
-func (a *Array) checkMirrors(ctx context.Context, repair bool) (uint64, error) {
-	var mismatches uint64
-	total := a.geo.ArraySectors()
-	act := ActionCheck
-	if repair {
-		act = ActionRepair
-	}
-	a.begin(act, total, 0)
-	for s := uint64(0); s < total; {
-		if err := ctx.Err(); err != nil {
-			return mismatches, err
-		}
-		mm, n, w, err := a.syncMirror(s, total-s, repair)
-		mismatches += mm
-		a.sc.mismatches.Add(mm)
-		a.sc.written.Add(w)
-		if err != nil {
-			return mismatches, err
-		}
-		s += n
-		if err := a.step(ctx, s, n); err != nil {
-			return mismatches, err
-		}
-	}
-	return mismatches, nil
 }
 
 // syncMirror compares the copies of array sectors from s (at most max

@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"context"
 	"fmt"
 
 	"mdtool/engine/layout"
@@ -23,107 +22,107 @@ type bitmapChunks interface {
 	Chunks() uint64
 }
 
-func (a *Array) recover(ctx context.Context) error {
-	targets := a.recoveryTargets()
-	if len(targets) == 0 {
-		return nil
+// recoverAction is the recovery (syncAction) of the members in
+// Recovering state, from the lowest recovery offset on; a re-added
+// member (bitmap-guided) skips the chunks the bitmap has clean.
+type recoverAction struct {
+	a       *Array
+	targets []*member
+	live    []*member // the targets still recovering, at the span's start
+	total   uint64
+	guided  bool // conf->fullsync unset: only the bitmap's dirty chunks
+	still   bool // the array stays degraded after this recovery
+	bm      syncBitmap
+	hasBM   bool
+	r10     bool
+	needed  bool // the bitmap marks the current span
+}
+
+func (r *recoverAction) name() string { return ActionRecover }
+
+func (r *recoverAction) prepare() (total, from uint64, ok bool, err error) {
+	a := r.a
+	r.targets = a.recoveryTargets()
+	if len(r.targets) == 0 {
+		return 0, 0, false, nil
 	}
-	total := a.geo.DevSectors(targets[0].role)
-	start := total
-	guided := a.hasBM
-	for _, t := range targets {
-		start = min(start, t.recovery.Load())
+	r.total = a.geo.DevSectors(r.targets[0].role)
+	from = r.total
+	r.guided = a.hasBM
+	for _, t := range r.targets {
+		from = min(from, t.recovery.Load())
 		if t.savedRole < 0 {
-			guided = false // conf->fullsync
+			r.guided = false // conf->fullsync
 		}
 	}
-	a.begin(ActionRecover, total, start)
-	a.sc.checkpoint.Store(start)
-	still := a.degraded()-len(targets) > 0
-	bm, hasBM := a.bm.(syncBitmap)
-	r10 := a.level == layout.RAID10
-	a.opts.Logf("md: recovery of %d member(s) from sector %d of %d (bitmap-guided: %v)", len(targets), start, total, guided)
-	cp := a.newCPRule(start, total)
-	s := start
-	var err error
-	for s < total && err == nil {
-		if err = ctx.Err(); err != nil {
-			break
-		}
-		live := liveTargets(targets)
-		if len(live) == 0 {
-			err = fmt.Errorf("%w: every member being recovered failed", ErrFailed)
-			break
-		}
-		if a.failed.Load() {
-			err = ErrFailed
-			break
-		}
-		span := total - s
-		needed := true
-		if hasBM && !r10 {
-			var ns uint64
-			needed, ns = bm.StartSync(s, still)
-			span = min(ns, span)
-		}
-		end := s + span
-		if guided && !needed {
-			// Clean chunk: the re-added member holds it already.
-			for _, t := range live {
-				advance(t, end)
-			}
-			s = end
-			a.sc.pos.Store(s)
-		} else {
-			p := s
-			for p < end {
-				if err = ctx.Err(); err != nil {
-					break
-				}
-				var n, w uint64
-				n, w, err = a.recoverUnit(p, end-p, live, guided, still)
-				a.sc.written.Add(w)
-				if err != nil {
-					break
-				}
-				p += n
-				if err = a.step(ctx, p, n); err != nil {
-					break
-				}
-				if p < total && cp.due(p) {
-					// inside a span too: without a bitmap one span is
-					// the whole member
-					a.recoveryCheckpoint(targets, false)
-				}
-			}
-			if hasBM && !r10 && needed {
-				bm.EndSync(s, err != nil)
-			}
-			s = p
-		}
-		if s < total && err == nil && cp.due(s) {
-			a.recoveryCheckpoint(targets, false)
-		}
+	r.still = a.degraded()-len(r.targets) > 0
+	r.bm, r.hasBM = a.bm.(syncBitmap)
+	r.r10 = a.level == layout.RAID10
+	a.opts.Logf("md: recovery of %d member(s) from sector %d of %d (bitmap-guided: %v)", len(r.targets), from, r.total, r.guided)
+	return r.total, from, true, nil
+}
+
+func (r *recoverAction) span(s, total uint64) (uint64, bool, error) {
+	r.live = liveTargets(r.targets)
+	if len(r.live) == 0 {
+		return s, false, fmt.Errorf("%w: every member being recovered failed", ErrFailed)
 	}
-	completed := err == nil && s >= total
-	if hasBM && r10 {
+	if r.a.failed.Load() {
+		return s, false, ErrFailed
+	}
+	span := total - s
+	r.needed = true
+	if r.hasBM && !r.r10 {
+		var ns uint64
+		r.needed, ns = r.bm.StartSync(s, r.still)
+		span = min(ns, span)
+	}
+	end := s + span
+	if r.guided && !r.needed {
+		// Clean chunk: the re-added member holds it already.
+		for _, t := range r.live {
+			advance(t, end)
+		}
+		return end, false, nil
+	}
+	return end, true, nil
+}
+
+func (r *recoverAction) unit(p, max uint64) (uint64, error) {
+	n, w, err := r.a.recoverUnit(p, max, r.live, r.guided, r.still)
+	r.a.sc.written.Add(w)
+	return n, err
+}
+
+func (r *recoverAction) spanDone(s uint64, work, aborted bool) {
+	if work && r.hasBM && !r.r10 && r.needed {
+		r.bm.EndSync(s, aborted)
+	}
+}
+
+func (r *recoverAction) checkpoint(uint64, bool) { r.a.recoveryCheckpoint(r.targets, false) }
+
+func (r *recoverAction) finish(pos uint64, err error) error {
+	a := r.a
+	completed := err == nil && pos >= r.total
+	if r.hasBM && r.r10 {
 		if bc, ok := a.bm.(bitmapChunks); ok {
 			// the raid10 bitmap is in array sectors: settle it as a whole
 			for c := uint64(0); c < bc.Chunks(); c++ {
-				bm.StartSync(c*bc.ChunkSectors(), still)
-				bm.EndSync(c*bc.ChunkSectors(), !completed)
+				r.bm.StartSync(c*bc.ChunkSectors(), r.still)
+				r.bm.EndSync(c*bc.ChunkSectors(), !completed)
 			}
 		}
 	}
 	if !completed {
 		// md_do_sync on interruption: recovery_offset = where it got to.
-		a.recoveryCheckpoint(targets, true)
+		a.recoveryCheckpoint(r.targets, true)
 		return err
 	}
-	if hasBM && !still {
-		bm.CloseSync()
+	if r.hasBM && !r.still {
+		r.bm.CloseSync()
 	}
-	a.finishRecovery(liveTargets(targets))
+	a.finishRecovery(liveTargets(r.targets))
 	return nil
 }
 

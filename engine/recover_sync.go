@@ -321,6 +321,20 @@ func (a *Array) pickAction() string {
 	return ""
 }
 
+// newAction is the syncAction of a background sync_action (nil for an
+// unknown one).
+func (a *Array) newAction(act string) syncAction {
+	switch act {
+	case ActionRecover:
+		return &recoverAction{a: a}
+	case ActionResync:
+		return &resyncAction{a: a}
+	case ActionCheck, ActionRepair:
+		return &checkAction{a: a, act: act, repair: act == ActionRepair}
+	}
+	return nil
+}
+
 // runAction runs a claimed action and releases the slot. Unless
 // NoAutoSync is set it then goes on with what md_check_recovery would
 // start next (a waiting spare, the resync after a recovery) without
@@ -328,13 +342,8 @@ func (a *Array) pickAction() string {
 func (a *Array) runAction(ctx context.Context, act string, chain bool) {
 	for {
 		var err error
-		switch act {
-		case ActionRecover:
-			err = a.recover(ctx)
-		case ActionResync:
-			err = a.resync(ctx)
-		case ActionCheck, ActionRepair:
-			_, err = a.check(ctx, act == ActionRepair)
+		if sa := a.newAction(act); sa != nil {
+			err = a.drive(ctx, sa)
 		}
 		if err != nil && ctx.Err() == nil {
 			a.opts.Logf("md: %s failed: %v", act, err)

@@ -173,7 +173,7 @@ func (a *Array) startReplace(ctx context.Context, old, sp *member, resume bool) 
 	a.resume()
 	a.opts.Logf("md: replacing role %d (device %d) with device %d", role, old.index, sp.index)
 	go func() {
-		err := a.replace(ctx, old, sp, tee)
+		err := a.drive(ctx, &replaceAction{a: a, old: old, sp: sp, tee: tee})
 		if err != nil && ctx.Err() == nil {
 			a.opts.Logf("md: replacement of role %d failed: %v", role, err)
 		}
@@ -205,41 +205,46 @@ func (a *Array) pendingReplacement() (old, sp *member) {
 	return nil, nil
 }
 
-// replace copies old onto its replacement sp and swaps them.
-func (a *Array) replace(ctx context.Context, old, sp *member, tee *teeDevice) error {
-	role := sp.role
-	total := a.geo.DevSectors(role)
-	from := sp.recovery.Load()
-	a.begin(ActionRecover, total, from)
-	cp := a.newCPRule(from, total)
-	var err error
-	for s := from; s < total; {
-		if err = ctx.Err(); err != nil {
-			break
-		}
-		if sp.State() != Recovering || old.State() != InSync {
-			err = errors.New("replacement or replaced member failed")
-			break
-		}
-		var n uint64
-		n, err = a.replaceUnit(s, total-s, old, sp)
-		if err != nil {
-			break
-		}
-		a.sc.written.Add(n)
-		s += n
-		if err = a.step(ctx, s, n); err != nil {
-			break
-		}
-		if s < total && cp.due(s) {
-			a.recoveryCheckpointOf(sp)
-		}
+// replaceAction is a hot replacement (syncAction): old is copied onto sp
+// from sp's recovery offset on (replaceUnit), then finish swaps them.
+type replaceAction struct {
+	wholeRange
+	a       *Array
+	old, sp *member
+	tee     *teeDevice
+	role    int
+}
+
+func (r *replaceAction) name() string { return ActionRecover }
+
+func (r *replaceAction) prepare() (total, from uint64, ok bool, err error) {
+	r.role = r.sp.role
+	return r.a.geo.DevSectors(r.role), r.sp.recovery.Load(), true, nil
+}
+
+func (r *replaceAction) unit(p, max uint64) (uint64, error) {
+	if r.sp.State() != Recovering || r.old.State() != InSync {
+		return 0, errors.New("replacement or replaced member failed")
 	}
+	n, err := r.a.replaceUnit(p, max, r.old, r.sp)
+	if err != nil {
+		return 0, err
+	}
+	r.a.sc.written.Add(n)
+	return n, nil
+}
+
+func (r *replaceAction) checkpoint(uint64, bool) { r.a.recoveryCheckpointOf(r.sp) }
+
+// finish gives old its own device back and, when the copy is complete,
+// makes sp the member of the role and old faulty.
+func (r *replaceAction) finish(_ uint64, err error) error {
+	a, old, sp, role := r.a, r.old, r.sp, r.role
 	a.suspend()
 	a.meta.mu.Lock()
 	a.cfgMu.Lock()
 	a.failMu.Lock()
-	old.dev = tee.Device
+	old.dev = r.tee.Device
 	if err == nil && sp.State() == Recovering && old.State() == InSync {
 		sp.state.Store(uint32(InSync))
 		sp.recovery.Store(0)

@@ -620,200 +620,254 @@ func (w *stripeWork) newData(p []byte, rel, c uint64, d int) []byte {
 	return p[a : a+(w.whi[d]-w.wlo[d])<<9]
 }
 
-// partialOnce plans and performs one attempt of a partial-stripe write.
+// partialOnce plans and performs one attempt of a partial-stripe write
+// of the column segment [lo, hi) (chunk sectors): what can be read and
+// what each plan costs, the plan, its reads and parity, then the writes.
 func (sp *stripedPers) partialOnce(w *stripeWork, p []byte, rel, lo, hi uint64, fua bool) (degraded bool, err error) {
+	row := &w.row
+	av := sp.partialAvail(w, lo, hi)
+	degraded = av.failures > 0
+	if av.failures > sp.a.maxDegradedStriped() {
+		return true, fmt.Errorf("%w: stripe %d has %d blocks missing", ErrFailed, row.Stripe, av.failures)
+	}
+	plan := sp.partialPlan(&av)
+	if plan == planDataOnly && av.missing > 0 {
+		// raid5 with P and a data block gone has failed (checked above);
+		// raid6 with P, Q gone and a data block missing likewise.
+		return true, fmt.Errorf("%w: stripe %d", ErrFailed, row.Stripe)
+	}
+	switch plan {
+	case planRMW:
+		err = sp.readModify(w, p, rel, lo, hi)
+	case planRCW, planRebuild:
+		err = sp.readReconstruct(w, p, rel, lo, hi, plan, &av)
+	case planDataOnly:
+		sp.a.stats.rcw.add(row.Stripe, 1)
+	}
+	if err != nil {
+		return degraded, err
+	}
+	wdeg, err := sp.partialWrites(w, p, rel, lo, hi, plan, fua)
+	return degraded || wdeg || av.anyBad, err
+}
+
+// partialAvail is what a partial-stripe write learns about its segment:
+// which blocks can be read, and what each plan costs in member reads.
+type partialAvail struct {
+	missing          int // data blocks that cannot be read
+	failures         int // blocks (data and parity) that cannot be read
+	rmwOK, rcwOK     bool
+	costRMW, costRCW uint64
+	anyBad           bool // a block of the stripe failed to read
+	pOK, qOK         bool
+}
+
+// partialAvail looks at every block of the segment [lo, hi).
+func (sp *stripedPers) partialAvail(w *stripeWork, lo, hi uint64) (av partialAvail) {
+	row := &w.row
+	n := hi - lo
+	ms := row.Sector + lo
+	av.rmwOK, av.rcwOK = true, true
+	for d, role := range row.Data {
+		ok := sp.avail(w, role, ms, n)
+		if !ok {
+			av.missing++
+		}
+		if w.bad[role] {
+			av.anyBad = true
+		}
+		if w.whi[d] > w.wlo[d] {
+			av.costRMW += w.whi[d] - w.wlo[d]
+			if !ok {
+				av.rmwOK = false
+			}
+		}
+		if un := n - (w.whi[d] - w.wlo[d]); un > 0 {
+			av.costRCW += un
+			if !ok {
+				av.rcwOK = false
+			}
+		}
+	}
+	av.pOK = sp.avail(w, row.P, ms, n)
+	av.qOK = sp.r6 && sp.avail(w, row.Q, ms, n)
+	if w.bad[row.P] || (sp.r6 && w.bad[row.Q]) {
+		av.anyBad = true
+	}
+	av.costRMW += n
+	if sp.r6 {
+		av.costRMW += n
+	}
+	if !av.pOK || (sp.r6 && !av.qOK) {
+		av.rmwOK = false
+	}
+	av.failures = av.missing + b2i(!av.pOK)
+	if sp.r6 {
+		av.failures += b2i(!av.qOK)
+	}
+	return av
+}
+
+// partialPlan chooses the plan: rebuild after read errors, data only
+// without parity, otherwise read-modify-write or reconstruct-write as
+// md's rmw_level and the costs say.
+func (sp *stripedPers) partialPlan(av *partialAvail) int {
+	switch {
+	case av.anyBad:
+		return planRebuild // rebuild everything so the bad blocks can be rewritten
+	case !av.pOK && (!sp.r6 || !av.qOK):
+		return planDataOnly
+	case av.rmwOK && av.rcwOK:
+		switch sp.a.opts.RMW {
+		case RMWEnable:
+			if av.costRMW < av.costRCW {
+				return planRMW
+			}
+		case RMWPrefer:
+			if av.costRMW <= av.costRCW {
+				return planRMW
+			}
+		}
+		return planRCW
+	case av.rmwOK && sp.a.opts.RMW != RMWDisable:
+		return planRMW
+	case av.rcwOK:
+		return planRCW
+	}
+	return planRebuild
+}
+
+// readModify is read-modify-write: it reads the old data of the written
+// ranges and the parity, and folds the delta into P (and Q).
+func (sp *stripedPers) readModify(w *stripeWork, p []byte, rel, lo, hi uint64) error {
+	a := sp.a
+	c := sp.chunk()
+	row := &w.row
+	ms := row.Sector + lo
+	size := int(hi-lo) << 9
+	a.stats.rmw.add(row.Stripe, 1)
+	for d, role := range row.Data {
+		if w.whi[d] == w.wlo[d] {
+			continue
+		}
+		m := a.roles[role]
+		w.old[d] = w.alloc(int(w.whi[d]-w.wlo[d]) << 9)
+		w.ol.add(m, false, m.dataOff+int64(row.Sector+w.wlo[d])<<9, w.old[d], role)
+	}
+	w.pb = w.alloc(size)
+	mp := a.roles[row.P]
+	w.ol.add(mp, false, mp.dataOff+int64(ms)<<9, w.pb, row.P)
+	if sp.r6 {
+		w.qb = w.alloc(size)
+		mq := a.roles[row.Q]
+		w.ol.add(mq, false, mq.dataOff+int64(ms)<<9, w.qb, row.Q)
+	}
+	a.stats.readsForWrite.add(row.Stripe, uint64(len(w.ol.ops)))
+	if err := sp.runReads(w, row.Stripe); err != nil {
+		return err
+	}
+	for d := range row.Data {
+		if w.whi[d] == w.wlo[d] {
+			continue
+		}
+		nd := w.newData(p, rel, c, d)
+		od := w.old[d]
+		w.xs = append(w.xs[:0], od, nd)
+		parity.Xor(od, w.xs) // od = old ^ new: the delta
+		off := int(w.wlo[d]-lo) << 9
+		pp := w.pb[off : off+len(od)]
+		w.xs = append(w.xs[:0], pp, od)
+		parity.Xor(pp, w.xs)
+		if sp.r6 {
+			parity.MulSliceXor(parity.Coef(row.Slot[d]), od, w.qb[off:off+len(od)])
+		}
+	}
+	return nil
+}
+
+// readReconstruct is reconstruct-write (plan planRCW) or a rebuild
+// (planRebuild): it reads the data not overwritten (with planRebuild
+// everything readable, parity too, and rebuilds the rest), puts the new
+// data in and recomputes the parity.
+func (sp *stripedPers) readReconstruct(w *stripeWork, p []byte, rel, lo, hi uint64, plan int, av *partialAvail) error {
 	a := sp.a
 	c := sp.chunk()
 	row := &w.row
 	n := hi - lo
 	ms := row.Sector + lo
 	size := int(n) << 9
-
-	// Availability over the hull.
-	missing := 0
-	rmwOK, rcwOK := true, true
-	costRMW, costRCW := uint64(0), uint64(0)
-	anyBad := false
+	if plan == planRCW {
+		a.stats.rcw.add(row.Stripe, 1)
+	} else {
+		a.stats.reconstructW.add(row.Stripe, 1)
+	}
 	for d, role := range row.Data {
-		ok := sp.avail(w, role, ms, n)
-		if !ok {
-			missing++
+		if plan == planRCW && w.wlo[d] == lo && w.whi[d] == hi {
+			// fully overwritten over the hull: use the caller's bytes
+			w.db[d] = w.newData(p, rel, c, d)
+			w.have[d] = true
+			continue
 		}
-		if w.bad[role] {
-			anyBad = true
+		w.db[d] = w.alloc(size)
+		w.have[d] = sp.avail(w, role, ms, n)
+		if !w.have[d] {
+			continue
 		}
-		written := w.whi[d] > w.wlo[d]
-		if written {
-			costRMW += w.whi[d] - w.wlo[d]
-			if !ok {
-				rmwOK = false
+		m := a.roles[role]
+		base := m.dataOff + int64(row.Sector)<<9
+		if plan == planRCW && w.whi[d] > w.wlo[d] {
+			// read only what is not overwritten
+			if w.wlo[d] > lo {
+				w.ol.add(m, false, base+int64(lo)<<9, w.db[d][:(w.wlo[d]-lo)<<9], role)
 			}
-		}
-		if un := n - (w.whi[d] - w.wlo[d]); un > 0 {
-			costRCW += un
-			if !ok {
-				rcwOK = false
+			if w.whi[d] < hi {
+				w.ol.add(m, false, base+int64(w.whi[d])<<9, w.db[d][(w.whi[d]-lo)<<9:], role)
 			}
+			continue
 		}
+		w.ol.add(m, false, base+int64(lo)<<9, w.db[d], role)
 	}
-	pOK := sp.avail(w, row.P, ms, n)
-	qOK := sp.r6 && sp.avail(w, row.Q, ms, n)
-	if w.bad[row.P] || (sp.r6 && w.bad[row.Q]) {
-		anyBad = true
-	}
-	costRMW += n
+	w.pb = w.alloc(size)
 	if sp.r6 {
-		costRMW += n
+		w.qb = w.alloc(size)
 	}
-	if !pOK || (sp.r6 && !qOK) {
-		rmwOK = false
-	}
-	failures := missing + b2i(!pOK)
-	if sp.r6 {
-		failures += b2i(!qOK)
-	}
-	if failures > 0 {
-		degraded = true
-	}
-	if failures > a.maxDegradedStriped() {
-		return true, fmt.Errorf("%w: stripe %d has %d blocks missing", ErrFailed, row.Stripe, failures)
-	}
-	plan := planRebuild
-	switch {
-	case anyBad:
-		plan = planRebuild // rebuild everything so the bad blocks can be rewritten
-	case !pOK && (!sp.r6 || !qOK):
-		plan = planDataOnly
-	case rmwOK && rcwOK:
-		plan = planRCW
-		switch a.opts.RMW {
-		case RMWEnable:
-			if costRMW < costRCW {
-				plan = planRMW
-			}
-		case RMWPrefer:
-			if costRMW <= costRCW {
-				plan = planRMW
-			}
+	if plan == planRebuild {
+		if av.pOK {
+			mp := a.roles[row.P]
+			w.ol.add(mp, false, mp.dataOff+int64(ms)<<9, w.pb, row.P)
 		}
-	case rmwOK && a.opts.RMW != RMWDisable:
-		plan = planRMW
-	case rcwOK:
-		plan = planRCW
-	}
-	if plan == planDataOnly && missing > 0 {
-		// raid5 with P and a data block gone has failed (checked above);
-		// raid6 with P, Q gone and a data block missing likewise.
-		return true, fmt.Errorf("%w: stripe %d", ErrFailed, row.Stripe)
-	}
-
-	// Reads.
-	switch plan {
-	case planRMW:
-		a.stats.rmw.add(row.Stripe, 1)
-		for d, role := range row.Data {
-			if w.whi[d] == w.wlo[d] {
-				continue
-			}
-			m := a.roles[role]
-			w.old[d] = w.alloc(int(w.whi[d]-w.wlo[d]) << 9)
-			w.ol.add(m, false, m.dataOff+int64(row.Sector+w.wlo[d])<<9, w.old[d], role)
-		}
-		w.pb = w.alloc(size)
-		mp := a.roles[row.P]
-		w.ol.add(mp, false, mp.dataOff+int64(ms)<<9, w.pb, row.P)
-		if sp.r6 {
-			w.qb = w.alloc(size)
+		if av.qOK {
 			mq := a.roles[row.Q]
 			w.ol.add(mq, false, mq.dataOff+int64(ms)<<9, w.qb, row.Q)
 		}
-		a.stats.readsForWrite.add(row.Stripe, uint64(len(w.ol.ops)))
-		if err := sp.runReads(w, row.Stripe); err != nil {
-			return degraded, err
-		}
-		for d := range row.Data {
-			if w.whi[d] == w.wlo[d] {
-				continue
-			}
-			nd := w.newData(p, rel, c, d)
-			od := w.old[d]
-			w.xs = append(w.xs[:0], od, nd)
-			parity.Xor(od, w.xs) // od = old ^ new: the delta
-			off := int(w.wlo[d]-lo) << 9
-			pp := w.pb[off : off+len(od)]
-			w.xs = append(w.xs[:0], pp, od)
-			parity.Xor(pp, w.xs)
-			if sp.r6 {
-				parity.MulSliceXor(parity.Coef(row.Slot[d]), od, w.qb[off:off+len(od)])
-			}
-		}
-	case planRCW, planRebuild:
-		if plan == planRCW {
-			a.stats.rcw.add(row.Stripe, 1)
-		} else {
-			a.stats.reconstructW.add(row.Stripe, 1)
-		}
-		for d, role := range row.Data {
-			if plan == planRCW && w.wlo[d] == lo && w.whi[d] == hi {
-				// fully overwritten over the hull: use the caller's bytes
-				w.db[d] = w.newData(p, rel, c, d)
-				w.have[d] = true
-				continue
-			}
-			w.db[d] = w.alloc(size)
-			w.have[d] = sp.avail(w, role, ms, n)
-			if !w.have[d] {
-				continue
-			}
-			m := a.roles[role]
-			base := m.dataOff + int64(row.Sector)<<9
-			if plan == planRCW && w.whi[d] > w.wlo[d] {
-				// read only what is not overwritten
-				if w.wlo[d] > lo {
-					w.ol.add(m, false, base+int64(lo)<<9, w.db[d][:(w.wlo[d]-lo)<<9], role)
-				}
-				if w.whi[d] < hi {
-					w.ol.add(m, false, base+int64(w.whi[d])<<9, w.db[d][(w.whi[d]-lo)<<9:], role)
-				}
-				continue
-			}
-			w.ol.add(m, false, base+int64(lo)<<9, w.db[d], role)
-		}
-		w.pb = w.alloc(size)
-		if sp.r6 {
-			w.qb = w.alloc(size)
-		}
-		if plan == planRebuild {
-			if pOK {
-				mp := a.roles[row.P]
-				w.ol.add(mp, false, mp.dataOff+int64(ms)<<9, w.pb, row.P)
-			}
-			if qOK {
-				mq := a.roles[row.Q]
-				w.ol.add(mq, false, mq.dataOff+int64(ms)<<9, w.qb, row.Q)
-			}
-		}
-		a.stats.readsForWrite.add(row.Stripe, uint64(len(w.ol.ops)))
-		if err := sp.runReads(w, row.Stripe); err != nil {
-			return degraded, err
-		}
-		if plan == planRebuild {
-			if err := sp.rebuild(w, lo, n); err != nil {
-				return degraded, err
-			}
-		}
-		for d := range row.Data {
-			if w.whi[d] > w.wlo[d] && !(plan == planRCW && w.wlo[d] == lo && w.whi[d] == hi) {
-				copy(w.db[d][(w.wlo[d]-lo)<<9:], w.newData(p, rel, c, d))
-			}
-		}
-		sp.computeParity(w)
-	case planDataOnly:
-		a.stats.rcw.add(row.Stripe, 1)
 	}
+	a.stats.readsForWrite.add(row.Stripe, uint64(len(w.ol.ops)))
+	if err := sp.runReads(w, row.Stripe); err != nil {
+		return err
+	}
+	if plan == planRebuild {
+		if err := sp.rebuild(w, lo, n); err != nil {
+			return err
+		}
+	}
+	for d := range row.Data {
+		if w.whi[d] > w.wlo[d] && !(plan == planRCW && w.wlo[d] == lo && w.whi[d] == hi) {
+			copy(w.db[d][(w.wlo[d]-lo)<<9:], w.newData(p, rel, c, d))
+		}
+	}
+	sp.computeParity(w)
+	return nil
+}
 
-	// Writes: new data, parity, and the rebuilt blocks of members that
-	// failed to read.
+// partialWrites writes the new data, the parity, and the rebuilt blocks
+// of members that failed to read; degraded: a write went to a member
+// that is not in sync or failed.
+func (sp *stripedPers) partialWrites(w *stripeWork, p []byte, rel, lo, hi uint64, plan int, fua bool) (degraded bool, err error) {
+	a := sp.a
+	c := sp.chunk()
+	row := &w.row
+	n := hi - lo
+	ms := row.Sector + lo
 	for d, role := range row.Data {
 		m := a.roles[role]
 		if !m.writable() {
@@ -864,7 +918,7 @@ func (sp *stripedPers) partialOnce(w *stripeWork, p []byte, rel, lo, hi uint64, 
 	if err == nil && a.failed.Load() {
 		err = ErrFailed
 	}
-	return degraded || anyBad, err
+	return degraded, err
 }
 
 func (a *Array) maxDegradedStriped() int {

@@ -58,81 +58,80 @@ func (a *Array) Resync(ctx context.Context) error {
 	if !a.redundant() {
 		return nil
 	}
-	c, err := a.claimWait(ctx, ActionResync)
-	if err != nil {
-		return err
-	}
-	defer a.release(true)
-	return a.resync(c)
+	return a.runSync(ctx, &resyncAction{a: a})
 }
 
-// resync runs a resync in the claimed sync slot.
-func (a *Array) resync(ctx context.Context) error {
+// resyncAction is the resync (syncAction): from resync_offset on, only
+// in the chunks the bitmap marks, unit by unit (syncUnit).
+type resyncAction struct {
+	a        *Array
+	degraded bool
+	total    uint64
+	bm       syncBitmap
+	hasBM    bool
+	needed   bool // the bitmap marks the current span
+}
+
+func (r *resyncAction) name() string { return ActionResync }
+
+func (r *resyncAction) prepare() (total, from uint64, ok bool, err error) {
+	a := r.a
 	need, start := a.NeedsResync()
 	if !need {
-		return nil
+		return 0, 0, false, nil
 	}
 	// md resyncs what is left of a degraded raid1/raid10 (the copies that
 	// remain are made equal; the bitmap keeps its bits for the missing
 	// member); a degraded raid4/5/6 cannot be resynced here.
-	degraded := a.degraded() > 0
-	if degraded && a.striped != nil {
-		return ErrDegradedCheck
+	r.degraded = a.degraded() > 0
+	if r.degraded && a.striped != nil {
+		return 0, 0, false, ErrDegradedCheck
 	}
-	total, _ := a.syncSize()
-	a.begin(ActionResync, total, start)
-	bm, hasBM := a.bm.(syncBitmap)
-	cp := a.newCPRule(start, total)
-	for s := start; s < total; {
-		span := total - s
-		needed := true
-		if hasBM {
-			var ns uint64
-			needed, ns = bm.StartSync(s, degraded)
-			span = min(ns, span)
-		}
-		end := s + span
-		var err error
-		p := s
-		for needed && p < end {
-			if err = ctx.Err(); err != nil {
-				break
-			}
-			var n uint64
-			n, err = a.syncUnit(p, end-p)
-			if err != nil {
-				break
-			}
-			p += n
-			if err = a.step(ctx, p, n); err != nil {
-				break
-			}
-			if p < total && cp.due(p) {
-				// inside a span too: without a bitmap one span is the
-				// whole array
-				a.checkpoint(p - p%a.syncAlign())
-			}
-		}
-		if hasBM && needed {
-			bm.EndSync(s, err != nil)
-		}
-		if err != nil {
-			a.checkpoint(p - p%a.syncAlign())
-			return err
-		}
-		s = end
-		a.sc.pos.Store(s)
-		if s < total && cp.due(s) {
-			a.checkpoint(s)
-		}
+	total, _ = a.syncSize()
+	r.total = total
+	r.bm, r.hasBM = a.bm.(syncBitmap)
+	return total, start, true, nil
+}
+
+func (r *resyncAction) span(s, total uint64) (uint64, bool, error) {
+	span := total - s
+	r.needed = true
+	if r.hasBM {
+		var ns uint64
+		r.needed, ns = r.bm.StartSync(s, r.degraded)
+		span = min(ns, span)
 	}
-	if hasBM {
-		bm.CloseSync()
+	return s + span, r.needed, nil
+}
+
+func (r *resyncAction) unit(p, max uint64) (uint64, error) { return r.a.syncUnit(p, max) }
+
+func (r *resyncAction) spanDone(s uint64, work, aborted bool) {
+	if r.hasBM && r.needed {
+		r.bm.EndSync(s, aborted)
+	}
+}
+
+func (r *resyncAction) checkpoint(pos uint64, inSpan bool) {
+	if inSpan {
+		pos -= pos % r.a.syncAlign()
+	}
+	r.a.checkpoint(pos)
+}
+
+func (r *resyncAction) finish(pos uint64, err error) error {
+	a := r.a
+	if err != nil {
+		a.checkpoint(pos - pos%a.syncAlign())
+		return err
+	}
+	if r.hasBM {
+		r.bm.CloseSync()
 	}
 	a.meta.mu.Lock()
 	defer a.meta.mu.Unlock()
 	a.meta.recoveryCP = superblock.MaxSector
-	a.sc.checkpoint.Store(total)
+	a.sc.checkpoint.Store(r.total)
 	if a.meta.inSync {
 		return a.updateSuperLocked(true)
 	}
