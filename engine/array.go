@@ -359,7 +359,7 @@ func (a *Array) setGeometry(ref *superblock.Superblock) error {
 	if a.size == 0 {
 		// Nothing to serve: members whose data area (or the component
 		// size) is smaller than one chunk, or 0.
-		return nil, fmt.Errorf("%w (%v, component size %d sectors)", ErrZeroSize, a.level, ref.Size)
+		return fmt.Errorf("%w (%v, component size %d sectors)", ErrZeroSize, a.level, ref.Size)
 	}
 	a.block = 512
 	for _, m := range a.all {
