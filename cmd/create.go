@@ -120,26 +120,6 @@ EXIT STATUS
 	return c
 }
 
-// planError turns a planner refusal into mdadm-worded lines and mdadm's
-// exit status; continuation lines keep mdadm's indentation.
-func planError(err error) error {
-	var pe *plan.Error
-	if errors.As(err, &pe) {
-		var b strings.Builder
-		for i, l := range pe.Lines {
-			if i > 0 {
-				b.WriteString("\n")
-				if !strings.HasPrefix(l, " ") {
-					b.WriteString("mdtool: ")
-				}
-			}
-			b.WriteString(l)
-		}
-		return &ExitError{Code: pe.Status, Msg: b.String()}
-	}
-	return &ExitError{Code: 1, Msg: err.Error()}
-}
-
 func runCreate(c *cobra.Command, env *Env, o *createOptions, args []string) error {
 	stderr := env.Stderr
 	if len(args) == 0 {
@@ -171,12 +151,12 @@ func runCreate(c *cobra.Command, env *Env, o *createOptions, args []string) erro
 	var err error
 	if o.chunk != "" {
 		if opts.ChunkKiB, err = plan.ParseChunk(o.chunk); err != nil {
-			return &ExitError{Code: 2, Msg: err.Error()}
+			return planError(err)
 		}
 	}
 	if o.size != "" && o.size != "max" {
 		if opts.SizeKiB, err = plan.ParseSize(o.size); err != nil {
-			return &ExitError{Code: 2, Msg: err.Error()}
+			return planError(err)
 		}
 	}
 	if o.dataOffset != "" {
@@ -186,7 +166,7 @@ func runCreate(c *cobra.Command, env *Env, o *createOptions, args []string) erro
 	}
 	if o.bitmapChunk != "" {
 		if opts.BitmapChunk, err = plan.ParseBitmapChunk(o.bitmapChunk); err != nil {
-			return &ExitError{Code: 2, Msg: err.Error()}
+			return planError(err)
 		}
 	}
 	switch o.bitmap {

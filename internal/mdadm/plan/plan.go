@@ -7,7 +7,8 @@
 // The rules follow mdadm 4.2's Create.c and super1.c (validate_geometry1,
 // init_super1, add_to_super1, add_internal_bitmap1, write_init_super1,
 // store_super1, write_bitmap1); array sizes follow the Linux 6.1 md
-// personalities. Refusals are returned as *Error worded as mdadm words them.
+// personalities. Refusals are returned as *Refusal: the reason and its data, which cmd
+// words as mdadm words them.
 //
 // Things mdadm does around the writes that the engine must do itself:
 // erase any md superblock (of any version) already on a member before
@@ -191,11 +192,11 @@ func parseMetadata(s string) (minor int, defaulted bool, err error) {
 	}
 	switch t {
 	case ".90", ".9", "":
-		return 0, false, errorf(2, "0.90 metadata is not supported; use 1.0, 1.1 or 1.2")
+		return 0, false, refuseArg(MetadataUnsupported, "0.90")
 	case "ddf", "imsm":
-		return 0, false, errorf(2, "%s metadata is not supported; use 1.0, 1.1 or 1.2", s)
+		return 0, false, refuseArg(MetadataUnsupported, s)
 	}
-	return 0, false, errorf(2, "unrecognised metadata identifier: %s", s)
+	return 0, false, refuseArg(MetadataUnknown, s)
 }
 
 // chooseBmSpace is mdadm's choose_bm_space.
@@ -229,7 +230,7 @@ func Plan(o Options) (*Result, error) {
 	r.Metadata = fmt.Sprintf("1.%d", minor)
 
 	if o.Level == "" {
-		return nil, errorf(1, "a RAID level is needed to create an array.")
+		return nil, refuse(NoLevel)
 	}
 	level, err := ParseLevel(o.Level)
 	if err != nil {
@@ -237,9 +238,9 @@ func Plan(o Options) (*Result, error) {
 	}
 	switch level {
 	case LevelMultipath, LevelFaulty:
-		return nil, errorf(2, "level %s is not supported by mdtool (removed from Linux md)", o.Level)
+		return nil, refuseArg(LevelUnsupported, o.Level)
 	case LevelContainer:
-		return nil, errorf(1, "1.x metadata does not support containers")
+		return nil, refuse(NoContainers)
 	}
 	r.Level = level
 	r.LevelName, _ = LevelName(level)
@@ -252,50 +253,45 @@ func Plan(o Options) (*Result, error) {
 		}
 	}
 	if o.ChunkKiB != 0 && o.ChunkKiB < 4 {
-		return nil, errorf(2, "invalid chunk/rounding value: %dK", o.ChunkKiB)
+		return nil, &Refusal{Kind: InvalidChunkKiB, Have: o.ChunkKiB}
 	}
 	if o.SizeKiB != 0 && o.SizeKiB < 4 {
-		return nil, errorf(2, "invalid size: %dK", o.SizeKiB)
+		return nil, &Refusal{Kind: InvalidSizeKiB, Have: o.SizeKiB}
 	}
 	if len(o.Name) > 32 {
-		return nil, errorf(2, "name '%s' is too long, 32 chars max.", o.Name)
+		return nil, refuseArg(NameTooLong, o.Name)
 	}
 	switch {
 	case o.Bitmap == "" || o.Bitmap == "internal" || o.Bitmap == "none":
 	case o.Bitmap == "clustered":
-		return nil, errorf(2, "clustered bitmaps are not supported")
+		return nil, refuse(BitmapClustered)
 	case strings.Contains(o.Bitmap, "/"):
-		return nil, errorf(2, "external bitmap files are not supported; use --bitmap=internal")
+		return nil, refuseArg(BitmapFile, o.Bitmap)
 	default:
-		return nil, &Error{Status: 2, Lines: []string{
-			"bitmap file must contain a '/', or be 'internal', or be 'clustered', or 'none'",
-			fmt.Sprintf("       not '%s'", o.Bitmap)}}
+		return nil, refuseArg(BitmapInvalid, o.Bitmap)
 	}
 	if o.DataOffset != 0 && minor == 0 {
 		// mdadm 4.2 stores it but still sizes the data up to the end
 		// metadata, so the data would run over the superblock.
-		return nil, errorf(1, "--data-offset cannot be used with 1.0 metadata (the data would overlap the superblock)")
+		return nil, refuse(DataOffsetOn10)
 	}
 	if o.BitmapChunk != 0 && (o.BitmapChunk < 512 || o.BitmapChunk&(o.BitmapChunk-1) != 0) {
-		return nil, errorf(2, "invalid bitmap chunksize: %d", o.BitmapChunk)
+		return nil, &Refusal{Kind: InvalidBitmapBytes, Have: o.BitmapChunk}
 	}
 	if o.SpareDevices < 0 {
-		return nil, errorf(2, "invalid number of spare-devices: %d", o.SpareDevices)
+		return nil, &Refusal{Kind: InvalidSpares, Count: o.SpareDevices}
 	}
 	if o.RaidDevices < 0 {
-		return nil, errorf(2, "invalid number of raid devices: %d", o.RaidDevices)
+		return nil, &Refusal{Kind: InvalidRaidDevices, Count: o.RaidDevices}
 	}
 	if o.SpareDevices > 0 && (level == LevelRAID0 || level == LevelLinear) {
-		return nil, errorf(2, "raid level %s is incompatible with spare-devices setting.", o.Level)
+		return nil, refuseArg(SparesIncompatible, o.Level)
 	}
 	if o.RaidDevices == 1 && !o.Force {
-		return nil, &Error{Status: 2, Lines: []string{
-			"'1' is an unusual number of drives for an array, so it is probably",
-			"     a mistake.  If you really mean it you will need to specify --force before",
-			"     setting the number of drives."}}
+		return nil, refuse(OneDevice)
 	}
 	if o.RaidDevices == 0 {
-		return nil, errorf(1, "no raid-devices specified.")
+		return nil, refuse(NoRaidDevices)
 	}
 	homehost := ResolveHomehost(o.Homehost, o.SystemHostname)
 	r.Homehost = homehost
@@ -304,26 +300,26 @@ func Plan(o Options) (*Result, error) {
 	raid := o.RaidDevices
 	spares := o.SpareDevices
 	if raid < 4 && level == LevelRAID6 {
-		return nil, errorf(1, "at least 4 raid-devices needed for level 6")
+		return nil, refuse(RAID6TooFew)
 	}
 	if raid > 256 && level == LevelRAID6 {
-		return nil, errorf(1, "no more than 256 raid-devices supported for level 6")
+		return nil, refuse(RAID6TooMany)
 	}
 	if raid < 2 && level >= LevelRAID4 {
-		return nil, errorf(1, "at least 2 raid-devices needed for level %d", level)
+		return nil, &Refusal{Kind: TooFewForLevel, Count: level}
 	}
 	if level <= 0 && spares > 0 {
-		return nil, errorf(1, "This level does not support spare devices")
+		return nil, refuse(NoSpares)
 	}
 	subdevs := len(o.Devices)
 	if subdevs > raid+spares {
-		return nil, errorf(1, "You have listed more devices (%d) than are in the array(%d)!", subdevs, raid+spares)
+		return nil, &Refusal{Kind: TooManyListed, Have: uint64(subdevs), Need: uint64(raid + spares)}
 	}
 	if subdevs < raid+spares {
-		return nil, errorf(1, "You haven't given enough devices (real or missing) to create this array")
+		return nil, refuse(NotEnoughListed)
 	}
 	if o.Bitmap != "" && level <= 0 {
-		return nil, errorf(1, "bitmaps not meaningful with level %s", r.LevelName)
+		return nil, &Refusal{Kind: BitmapNotMeaningful, Level: r.LevelName}
 	}
 	if !layoutGiven {
 		layout = DefaultLayout(level)
@@ -331,11 +327,11 @@ func Plan(o Options) (*Result, error) {
 	if level == LevelRAID10 {
 		near, far, _ := RAID10Copies(layout)
 		if near*far > raid {
-			return nil, errorf(1, "that layout requires at least %d devices", near*far)
+			return nil, &Refusal{Kind: LayoutNeedsDevices, Need: uint64(near * far)}
 		}
 		if near*far < 2 {
 			// mdadm accepts this; the md driver refuses to run it.
-			return nil, errorf(1, "raid10 layout %s has no redundancy; the md driver needs at least 2 copies", o.Layout)
+			return nil, refuseArg(RAID10NoRedundancy, o.Layout)
 		}
 	}
 	r.Layout = layout
@@ -349,11 +345,11 @@ func Plan(o Options) (*Result, error) {
 		}
 		if level != LevelRAID0 && chunk&(chunk-1) != 0 {
 			// mdadm passes it on; the md driver refuses to run the array.
-			return nil, errorf(1, "chunk size %dK is not a power of 2, which %s requires", chunk, r.LevelName)
+			return nil, &Refusal{Kind: ChunkNotPowerOf2, Have: chunk, Level: r.LevelName}
 		}
 	case LevelRAID1:
 		if chunk != 0 {
-			return nil, errorf(1, "specifying chunk size is forbidden for this level")
+			return nil, refuse(ChunkForbidden)
 		}
 	}
 	r.ChunkKiB = chunk
@@ -362,7 +358,7 @@ func Plan(o Options) (*Result, error) {
 	if size != 0 && chunk != 0 {
 		size &^= chunk - 1 // mdadm masks (exact for powers of two)
 		if size == 0 {
-			return nil, errorf(1, "Size cannot be smaller than chunk.")
+			return nil, refuse(SizeBelowChunk)
 		}
 	}
 
@@ -373,7 +369,7 @@ func Plan(o Options) (*Result, error) {
 			continue
 		}
 		if j, ok := seen[d.Path]; ok {
-			return nil, errorf(1, "device %s is listed more than once (positions %d and %d)", d.Path, j+1, i+1)
+			return nil, &Refusal{Kind: DuplicateDevice, Device: d.Path, Have: uint64(j + 1), Need: uint64(i + 1)}
 		}
 		seen[d.Path] = i
 	}
@@ -382,7 +378,7 @@ func Plan(o Options) (*Result, error) {
 	var (
 		haveDefaultOffset bool
 		stDataOffset      uint64
-		fail              []string
+		fail              []*Refusal
 		minsize, maxsize  uint64
 		mindisc, maxdisc  = -1, -1
 		firstMissing      = subdevs * 2
@@ -438,9 +434,7 @@ func Plan(o Options) (*Result, error) {
 			}
 		}
 		if tooSmall {
-			fail = append(fail,
-				fmt.Sprintf("device %s is too small (%dK) for required metadata!", d.Path, devsize>>1),
-				fmt.Sprintf("%s is not suitable for this array.", d.Path))
+			fail = append(fail, &Refusal{Kind: DeviceTooSmall, Device: d.Path, Have: devsize >> 1})
 			continue
 		}
 		freesize /= 2
@@ -448,11 +442,11 @@ func Plan(o Options) (*Result, error) {
 			freesize &^= chunk - 1
 		}
 		if freesize == 0 {
-			fail = append(fail, fmt.Sprintf("no free space left on %s", d.Path))
+			fail = append(fail, refuseDevice(NoFreeSpace, d.Path))
 			continue
 		}
 		if size != 0 && freesize < size {
-			fail = append(fail, fmt.Sprintf("%s is smaller than given size. %dK < %dK + metadata", d.Path, freesize, size))
+			fail = append(fail, &Refusal{Kind: SmallerThanSize, Device: d.Path, Have: freesize, Need: size})
 			continue
 		}
 		if maxdisc < 0 || freesize > maxsize {
@@ -471,13 +465,13 @@ func Plan(o Options) (*Result, error) {
 		}
 	}
 	if missingDisks == subdevs {
-		return nil, errorf(1, "Subdevs can't be all missing")
+		return nil, refuse(AllMissing)
 	}
 	if raid+spares > maxDevs {
-		return nil, errorf(1, "Too many devices: 1.x metadata only supports %d", maxDevs)
+		return nil, &Refusal{Kind: TooManyDevices, Need: maxDevs}
 	}
 	if len(fail) > 0 {
-		return nil, &Error{Status: 1, Lines: append(fail, "create aborted")}
+		return nil, &Refusal{Kind: CreateAborted, Fails: fail}
 	}
 	if size == 0 && level > 0 {
 		size = minsize
@@ -515,14 +509,14 @@ func Plan(o Options) (*Result, error) {
 		missingDisks++
 	}
 	if level <= 0 && firstMissing < subdevs*2 {
-		return nil, errorf(1, "This level does not support missing devices")
+		return nil, refuse(MissingUnsupported)
 	}
 
 	// ---- name ----
 	name := o.Name
 	if name == "" {
 		if o.MDDevice == "" {
-			return nil, errorf(1, "no md device or --name given")
+			return nil, refuse(NoName)
 		}
 		if name, err = ArrayName(o.MDDevice); err != nil {
 			return nil, err
@@ -536,7 +530,7 @@ func Plan(o Options) (*Result, error) {
 		return nil, err
 	}
 	if MapUnsafe(o.MDDevice, '_') != o.MDDevice {
-		return nil, errorf(2, "invalid md device '%s': it contains a control character or an unprintable byte.", EscapeName(o.MDDevice))
+		return nil, refuseArg(UnsafeMDDevice, o.MDDevice)
 	}
 	if StoredName(name, homehost) != StoredName(name, "") {
 		if err := CheckName("homehost", homehost); err != nil {
@@ -580,7 +574,7 @@ func Plan(o Options) (*Result, error) {
 	}
 	sbSpares := working - active
 	if raid+sbSpares > maxDevs {
-		return nil, errorf(1, "too many devices requested: %d+%d > %d", raid, sbSpares, maxDevs)
+		return nil, &Refusal{Kind: TooManyRequested, Have: uint64(raid), Count: sbSpares, Need: maxDevs}
 	}
 	sbsize := roundUp(superblock.HeaderSize+2*uint64(raid+sbSpares), 512)
 	sb.MaxDev = uint32((sbsize - superblock.HeaderSize) / 2)
@@ -680,7 +674,7 @@ func Plan(o Options) (*Result, error) {
 		room := int64(chooseBmSpace(sb.Size)) // + bbl 8 - bbl 8
 		bchunk, err := bitmap.ChooseChunk(room, bitmapSize, o.BitmapChunk)
 		if err != nil {
-			return nil, errorf(1, "Given bitmap chunk size not supported.")
+			return nil, refuse(BitmapChunkUnsupported)
 		}
 		offset := int64(8)
 		if minor == 0 {
@@ -734,7 +728,7 @@ func Plan(o Options) (*Result, error) {
 		m.Events = 0
 		dsize := d.Sectors
 		if dsize < 24 {
-			return nil, errorf(1, "Failed to write metadata to %s", d.Path)
+			return nil, refuseDevice(WriteMetadataFailed, d.Path)
 		}
 		arraySize := m.Size
 		var bmSpace uint64
@@ -758,7 +752,7 @@ func Plan(o Options) (*Result, error) {
 			m.DataOffset = dataOffset
 			m.SuperOffset = sbOffset
 			if sbOffset < arraySize {
-				return nil, errorf(1, "%s is smaller than the component size", d.Path)
+				return nil, refuseDevice(SmallerThanComponent, d.Path)
 			}
 			if sbOffset < arraySize+bmSpace {
 				bmSpace = sbOffset - arraySize
@@ -815,9 +809,7 @@ func Plan(o Options) (*Result, error) {
 		}
 		if multiZone(sizes, uint64(sb.ChunkSize)) {
 			// mdadm writes the superblocks, then RUN_ARRAY fails.
-			return nil, &Error{Status: 1, Lines: []string{
-				"members of different sizes need a raid0 layout, the md driver would refuse to run this array",
-				"Please use --layout=original or --layout=alternate"}}
+			return nil, refuse(RAID0NeedsLayout)
 		}
 	}
 	r.ArraySizeKiB = arraySizeKiB(r)
@@ -829,11 +821,11 @@ func Plan(o Options) (*Result, error) {
 		// md would run an array of 0 bytes: a raid1 member with less than
 		// 64K of data space (mdadm rounds the size down to 64K), a raid10
 		// far layout with fewer chunks per device than copies, ...
-		dev := "a member"
+		dev := ""
 		if mindisc >= 0 {
 			dev = o.Devices[mindisc].Path
 		}
-		return nil, errorf(1, "%s is too small for this array: %dK of data space gives an array of size 0", dev, minsize)
+		return nil, &Refusal{Kind: ArrayEmpty, Device: dev, Have: minsize}
 	}
 	return r, nil
 }
@@ -849,23 +841,23 @@ func checkMember(sb *superblock.Superblock, d Device, bms *bitmap.Header, minor 
 	if minor != 0 {
 		sbSectors := roundUp(uint64(sb.WriteSize()), lbs) / 512
 		if sb.DataOffset < sb.SuperOffset+sbSectors {
-			return errorf(1, "data offset %d sectors on %s overlaps the superblock", sb.DataOffset, d.Path)
+			return &Refusal{Kind: DataOffsetOverlaps, Device: d.Path, Have: sb.DataOffset}
 		}
 		if bms != nil {
 			end := int64(sb.SuperOffset) + int64(sb.BitmapOffset) + int64(bitmap.AreaSize(bms, 4096)>>9)
 			if end > int64(sb.DataOffset) {
-				return errorf(1, "internal bitmap does not fit before the data offset (%d sectors) on %s", sb.DataOffset, d.Path)
+				return &Refusal{Kind: BitmapOverData, Device: d.Path, Have: sb.DataOffset}
 			}
 		}
 	}
 	if sb.DataOffset*512%lbs != 0 {
-		return errorf(1, "data offset %d sectors is not a multiple of the %d-byte logical block size of %s", sb.DataOffset, lbs, d.Path)
+		return &Refusal{Kind: DataOffsetUnaligned, Device: d.Path, Have: sb.DataOffset, Need: lbs}
 	}
 	if sb.DataSize < 10 || sb.DataSize < sb.Size {
-		return errorf(1, "no free space left on %s", d.Path)
+		return refuseDevice(NoFreeSpace, d.Path)
 	}
 	if err := sb.CheckDevice(d.Sectors); err != nil {
-		return &Error{Status: 1, Lines: []string{fmt.Sprintf("internal error: planned metadata for %s is inconsistent: %v", d.Path, err)}}
+		return &Refusal{Kind: Inconsistent, Device: d.Path, Err: err}
 	}
 	return nil
 }
@@ -881,8 +873,7 @@ func checkEnough(level int, layout uint32, raid int, present []bool) error {
 	}
 	name, _ := LevelName(level)
 	tooMany := func(allowed int) error {
-		return errorf(1, "too many missing devices for %s: %d of %d raid devices missing, at most %d allowed",
-			name, missing, raid, allowed)
+		return &Refusal{Kind: TooManyMissing, Level: name, Have: uint64(missing), Need: uint64(raid), Count: allowed}
 	}
 	switch level {
 	case LevelRAID1:
@@ -911,7 +902,7 @@ func checkEnough(level int, layout uint32, raid int, present []bool) error {
 				}
 			}
 			if cnt == 0 {
-				return errorf(1, "too many missing devices for raid10: every copy of some data would be missing")
+				return refuse(RAID10CopiesMissing)
 			}
 			first = (first + near) % raid
 			if first == 0 {
