@@ -352,7 +352,7 @@ func confirmCreate(env *Env, o *createOptions, res *plan.Result, members []*memb
 		return exitMsg(ExitFailure, "create aborted: the devices above hold data; use --force to overwrite them")
 	}
 	for _, w := range res.Warnings {
-		fmt.Fprintf(stderr, "mdtool: %s\n", w)
+		fmt.Fprintf(stderr, "mdtool: %s\n", warningText(w))
 	}
 	if len(res.Warnings) > 0 && !o.run {
 		if !ask(env, "Continue creating array? ") {

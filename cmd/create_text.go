@@ -224,3 +224,19 @@ func memberText(r *plan.Refusal) (string, bool) {
 	}
 	return "", false
 }
+
+// warningText words a note for which mdadm asks "Continue creating
+// array?", as mdadm 4.2 does.
+func warningText(w plan.Warning) string {
+	switch w.Kind {
+	case plan.BootNote:
+		return "Note: this array has metadata at the start and\n" +
+			"    may not be suitable as a boot device.  If you plan to\n" +
+			"    store '/boot' on this device please ensure that\n" +
+			"    your boot-loader understands md/v1.x metadata, or use\n" +
+			"    --metadata=0.90"
+	case plan.LargestExceedsSize:
+		return fmt.Sprintf("largest drive (%s) exceeds size (%dK) by more than 1%%", w.Device, w.SizeKiB)
+	}
+	return fmt.Sprintf("warning %d", w.Kind)
+}

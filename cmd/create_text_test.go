@@ -208,3 +208,27 @@ func TestPlanErrorLines(t *testing.T) {
 		t.Errorf("planError = %#v, want code 2 %q", err, want)
 	}
 }
+
+// The notes for which create asks "Continue creating array?", in mdadm
+// 4.2's words: unequal raid1 members with the default metadata.
+func TestCreateWarningText(t *testing.T) {
+	r, err := plan.Plan(base("raid1", 2, devs(64*mib, 80*mib)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, w := range r.Warnings {
+		got = append(got, warningText(w))
+	}
+	want := []string{
+		"Note: this array has metadata at the start and\n" +
+			"    may not be suitable as a boot device.  If you plan to\n" +
+			"    store '/boot' on this device please ensure that\n" +
+			"    your boot-loader understands md/v1.x metadata, or use\n" +
+			"    --metadata=0.90",
+		"largest drive (/dev/sdb) exceeds size (64512K) by more than 1%",
+	}
+	if strings.Join(got, "|") != strings.Join(want, "|") {
+		t.Errorf("warnings\n%q\nwant\n%q", got, want)
+	}
+}

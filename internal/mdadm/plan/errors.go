@@ -148,3 +148,25 @@ func refuseArg(k Kind, arg string) *Refusal { return &Refusal{Kind: k, Arg: arg}
 
 // refuseDevice returns a Refusal of kind k about a member device.
 func refuseDevice(k Kind, dev string) *Refusal { return &Refusal{Kind: k, Device: dev} }
+
+// WarningKind names a note for which mdadm asks "Continue creating
+// array?".
+type WarningKind int
+
+// The warnings.
+const (
+	_ WarningKind = iota
+	// BootNote: metadata at the start of a raid1 member, the default
+	// 1.2 (a boot loader may not understand it).
+	BootNote
+	// LargestExceedsSize: the largest device (Device) exceeds the
+	// component size (SizeKiB) by more than 1%.
+	LargestExceedsSize
+)
+
+// Warning is one such note and its data; cmd words it.
+type Warning struct {
+	Kind    WarningKind
+	Device  string
+	SizeKiB uint64
+}

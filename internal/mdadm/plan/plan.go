@@ -171,7 +171,7 @@ type Result struct {
 	Members []Member // non-missing devices, in the order mdadm writes them
 	// Warnings are the notes for which mdadm 4.2 asks "Continue creating
 	// array?" (unless --run).
-	Warnings []string
+	Warnings []Warning
 }
 
 // maxDevs is the 1.x limit on dev_roles entries.
@@ -264,7 +264,7 @@ type planner struct {
 	mindisc, maxdisc              int
 	firstMissing, secondMissing   int
 	missingDisks, working, active int
-	warnings                      []string
+	warnings                      []Warning
 
 	wantBitmap  bool
 	insertPoint int
@@ -506,11 +506,7 @@ func (p *planner) measureDevices() error {
 		}
 		if p.r.DefaultedMetadata && p.minor >= 1 && p.level == LevelRAID1 && !bootNote {
 			bootNote = true
-			p.warnings = append(p.warnings, "Note: this array has metadata at the start and\n"+
-				"    may not be suitable as a boot device.  If you plan to\n"+
-				"    store '/boot' on this device please ensure that\n"+
-				"    your boot-loader understands md/v1.x metadata, or use\n"+
-				"    --metadata=0.90")
+			p.warnings = append(p.warnings, Warning{Kind: BootNote})
 		}
 	}
 	switch {
@@ -578,8 +574,7 @@ func (p *planner) chooseSize() error {
 		p.wantBitmap, r.AutoBitmap = true, true
 	}
 	if p.level > 0 && (p.maxsize-p.size)*100 > p.maxsize {
-		p.warnings = append(p.warnings, fmt.Sprintf("largest drive (%s) exceeds size (%dK) by more than 1%%",
-			o.Devices[p.maxdisc].Path, p.size))
+		p.warnings = append(p.warnings, Warning{Kind: LargestExceedsSize, Device: o.Devices[p.maxdisc].Path, SizeKiB: p.size})
 	}
 	r.Warnings = p.warnings
 	return nil

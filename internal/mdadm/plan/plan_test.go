@@ -858,14 +858,14 @@ func TestAutoBitmapAndWarnings(t *testing.T) {
 	// Unequal members: the 1% warning; metadata not given: the boot note.
 	o = base("raid1", 2, devs(64*mib, 80*mib))
 	r = mustPlan(t, o)
-	if len(r.Warnings) != 2 || !strings.HasPrefix(r.Warnings[0], "Note: this array has metadata at the start") ||
-		r.Warnings[1] != "largest drive (/dev/sdb) exceeds size (64512K) by more than 1%" || !r.DefaultedMetadata {
-		t.Errorf("warnings %q", r.Warnings)
+	if len(r.Warnings) != 2 || r.Warnings[0] != (Warning{Kind: BootNote}) ||
+		r.Warnings[1] != (Warning{Kind: LargestExceedsSize, Device: "/dev/sdb", SizeKiB: 64512}) || !r.DefaultedMetadata {
+		t.Errorf("warnings %+v", r.Warnings)
 	}
 	o.Metadata, o.Rand = "1.2", seq()
 	r = mustPlan(t, o)
-	if len(r.Warnings) != 1 || r.DefaultedMetadata {
-		t.Errorf("with -e 1.2: warnings %q", r.Warnings)
+	if len(r.Warnings) != 1 || r.Warnings[0].Kind != LargestExceedsSize || r.DefaultedMetadata {
+		t.Errorf("with -e 1.2: warnings %+v", r.Warnings)
 	}
 }
 
