@@ -122,12 +122,13 @@ func Main(args []string, env *Env) int {
 	root.SetIn(env.Stdin)
 	root.SetOut(env.Stdout)
 	root.SetErr(env.Stderr)
-	// Find is what Execute uses to pick the command; its only error is
-	// cobra's "unknown command", a usage error.
-	if _, _, err := root.Find(args); err != nil {
-		return int(reportError(env.Stderr, asUsage(err)))
+	cmd, err := root.ExecuteC()
+	if err != nil && cmd.CalledAs() == "" {
+		// No command was run: cobra could not find one (its only error
+		// before running a command is "unknown command").
+		err = asUsage(err)
 	}
-	return int(reportError(env.Stderr, root.Execute()))
+	return int(reportError(env.Stderr, err))
 }
 
 // reportError prints err as mdtool's last word and returns the status:
@@ -156,7 +157,8 @@ func reportError(w io.Writer, err error) ExitCode {
 // classifyCobraErrors makes every error cobra reports about the command
 // line a usageError: flag parsing errors through the flag error function
 // (inherited by every subcommand), argument-count errors by wrapping
-// each command's Args validator. Unknown commands are caught in Main.
+// each command's Args validator. Unknown commands are caught in Main
+// (no command was called).
 func classifyCobraErrors(root *cobra.Command) {
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return asUsage(err) })
 	var walk func(c *cobra.Command)

@@ -66,3 +66,16 @@ func TestReportErrorByType(t *testing.T) {
 		}
 	}
 }
+
+// cobra's own commands (help, completion, __complete) are no unknown
+// commands: they run and exit 0.
+func TestCobraBuiltinCommands(t *testing.T) {
+	for _, args := range [][]string{{"help"}, {"help", "create"}, {"completion", "bash"}, {"__complete", "create", "--le"}} {
+		var stdout, stderr bytes.Buffer
+		env := &Env{Stdin: strings.NewReader(""), Stdout: &stdout, Stderr: &stderr,
+			Now: time.Now, Hostname: func() (string, error) { return "host", nil }}
+		if code := Main(args, env); code != 0 || stdout.Len() == 0 || strings.Contains(stderr.String(), "unknown command") {
+			t.Errorf("%q: exit %d, stdout %d bytes, stderr %q", args, code, stdout.Len(), stderr.String())
+		}
+	}
+}
