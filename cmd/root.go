@@ -50,9 +50,8 @@ const (
 	// ExitUsage: a bad command line or a fatal problem found before
 	// anything was done (mdadm's 2).
 	ExitUsage ExitCode = 2
-	// ExitTestDegraded, ExitTestFailed and ExitTestNoArray are
-	// --detail --test's statuses (also 1 and 2 mean degraded and
-	// unusable there; 4 is "cannot get information").
+	// --detail --test's statuses: degraded (1), unusable (2), no
+	// information about an array (4).
 	ExitTestDegraded ExitCode = 1
 	ExitTestFailed   ExitCode = 2
 	ExitTestNoArray  ExitCode = 4
@@ -62,6 +61,8 @@ const (
 // as "mdtool: Msg" on stderr; an empty Msg means the command already said
 // what it had to say.
 type ExitError struct {
+	// Code is an ExitCode; still an int while assemble.go, examine.go
+	// and examine_bitmap.go build it from plain ints.
 	Code int
 	Msg  string
 }
@@ -160,6 +161,10 @@ func reportError(w io.Writer, err error) ExitCode {
 // each command's Args validator. Unknown commands are caught in Main
 // (no command was called).
 func classifyCobraErrors(root *cobra.Command) {
+	// cobra adds these in Execute; added now, their validators are
+	// wrapped too (both calls are idempotent).
+	root.InitDefaultHelpCmd()
+	root.InitDefaultCompletionCmd()
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return asUsage(err) })
 	var walk func(c *cobra.Command)
 	walk = func(c *cobra.Command) {

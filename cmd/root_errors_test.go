@@ -26,6 +26,7 @@ func TestCobraUsageErrors(t *testing.T) {
 		{"unknown command", []string{"frobnicate"}, "mdtool: unknown command \"frobnicate\" for \"mdtool\"\n"},
 		{"too few args", []string{"zero-superblock"}, "mdtool: requires at least 1 arg(s), only received 0\n"},
 		{"wrong number of args", []string{"gendocs", "x"}, "mdtool: accepts 2 arg(s), received 1\n"},
+		{"args to cobra's completion", []string{"completion", "bash", "x"}, "mdtool: unknown command \"x\" for \"mdtool completion bash\"\n"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			var stdout, stderr bytes.Buffer
