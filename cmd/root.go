@@ -120,9 +120,6 @@ func Main(args []string, env *Env) int {
 	args = translateMdadmArgs(root, args)
 	args = expandLongPrefixes(root, args)
 	root.SetArgs(args)
-	root.SetIn(env.Stdin)
-	root.SetOut(env.Stdout)
-	root.SetErr(env.Stderr)
 	cmd, err := root.ExecuteC()
 	if err != nil && cmd.CalledAs() == "" {
 		// No command was run: cobra could not find one (its only error
@@ -220,6 +217,11 @@ overrides the built-in defaults (mdadm's).`,
 		newMonitorCmd(env),
 		newGenDocsCmd(),
 	)
+	// Before classifyCobraErrors: cobra's completion commands take their
+	// output writer when they are made.
+	root.SetIn(env.Stdin)
+	root.SetOut(env.Stdout)
+	root.SetErr(env.Stderr)
 	classifyCobraErrors(root)
 	return root
 }
