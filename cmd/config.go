@@ -59,7 +59,7 @@ func loadConfig() (*viper.Viper, error) {
 func applyConfig(c *cobra.Command, _ *Env) error {
 	v, err := loadConfig()
 	if err != nil {
-		return &ExitError{Code: 2, Msg: err.Error()}
+		return exitMsg(ExitUsage, err.Error())
 	}
 	var ferr error
 	visit := func(f *pflag.Flag) {
@@ -86,7 +86,7 @@ func applyConfig(c *cobra.Command, _ *Env) error {
 	c.Flags().VisitAll(visit)
 	c.InheritedFlags().VisitAll(visit)
 	if ferr != nil {
-		return &ExitError{Code: 2, Msg: ferr.Error()}
+		return exitMsg(ExitUsage, ferr.Error())
 	}
 	return nil
 }

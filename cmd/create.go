@@ -120,41 +120,61 @@ EXIT STATUS
 	return c
 }
 
-// planError turns a planner refusal into mdadm-worded lines and mdadm's
-// exit status; continuation lines keep mdadm's indentation.
-func planError(err error) error {
-	var pe *plan.Error
-	if errors.As(err, &pe) {
-		var b strings.Builder
-		for i, l := range pe.Lines {
-			if i > 0 {
-				b.WriteString("\n")
-				if !strings.HasPrefix(l, " ") {
-					b.WriteString("mdtool: ")
-				}
-			}
-			b.WriteString(l)
-		}
-		return &ExitError{Code: pe.Status, Msg: b.String()}
-	}
-	return &ExitError{Code: 1, Msg: err.Error()}
-}
-
 func runCreate(c *cobra.Command, env *Env, o *createOptions, args []string) error {
-	stderr := env.Stderr
 	if len(args) == 0 {
 		return usagef("an md device must be given in --create mode")
 	}
 	mddev, devs := args[0], args[1:]
-	if _, _, _, err := o.srv.nbdLimits(); err != nil {
+	opts, err := o.planOptions(c, env, mddev)
+	if err != nil {
 		return err
 	}
-	if o.level == "" {
-		return &ExitError{Code: 2, Msg: "a RAID level is needed to create an array."}
+	members := make([]*member.Member, len(devs))
+	defer func() {
+		for _, m := range members {
+			if m != nil {
+				m.Close()
+			}
+		}
+	}()
+	if err := openMembers(devs, members); err != nil {
+		return err
 	}
-	if o.raidDevices == 0 {
-		return &ExitError{Code: 2, Msg: "no raid-devices specified."}
+	opts.Devices = planDevices(devs, members)
+	res, err := plan.Plan(opts)
+	if err != nil {
+		return planError(err)
 	}
+	if err := confirmCreate(env, o, res, members); err != nil {
+		return err
+	}
+	if err := writeMembers(res, members); err != nil {
+		return err
+	}
+	if !o.start {
+		fmt.Fprintf(env.Stderr, "mdtool: array %s created.\n", mddev)
+		return nil
+	}
+	// Start it as mdadm --create does (RUN_ARRAY): the devices are closed
+	// first so that the daemon can open them exclusively.
+	var paths []string
+	for i, m := range members {
+		if m != nil {
+			paths = append(paths, devs[i])
+			m.Close()
+			members[i] = nil
+		}
+	}
+	if err := startCreated(env, mddev, paths, nbdLimitArgs(c.Flags())...); err != nil {
+		return err
+	}
+	fmt.Fprintf(env.Stderr, "mdtool: array %s started.\n", mddev)
+	return nil
+}
+
+// planOptions turns the flags into the create rules' options (without
+// the devices), refusing what mdadm refuses while parsing.
+func (o *createOptions) planOptions(c *cobra.Command, env *Env, mddev string) (plan.Options, error) {
 	opts := plan.Options{
 		MDDevice:     mddev,
 		Metadata:     o.metadata,
@@ -168,69 +188,81 @@ func runCreate(c *cobra.Command, env *Env, o *createOptions, args []string) erro
 		Force:        o.force,
 		Now:          env.Now(),
 	}
-	var err error
-	if o.chunk != "" {
-		if opts.ChunkKiB, err = plan.ParseChunk(o.chunk); err != nil {
-			return &ExitError{Code: 2, Msg: err.Error()}
-		}
+	if _, _, _, err := o.srv.nbdLimits(); err != nil {
+		return opts, err
 	}
-	if o.size != "" && o.size != "max" {
-		if opts.SizeKiB, err = plan.ParseSize(o.size); err != nil {
-			return &ExitError{Code: 2, Msg: err.Error()}
-		}
+	if o.level == "" {
+		return opts, exitMsg(ExitUsage, "a RAID level is needed to create an array.")
 	}
-	if o.dataOffset != "" {
-		if opts.DataOffset, err = plan.ParseSectors(o.dataOffset); err != nil {
-			return &ExitError{Code: 2, Msg: fmt.Sprintf("invalid data-offset: %s", o.dataOffset)}
-		}
+	if o.raidDevices == 0 {
+		return opts, exitMsg(ExitUsage, "no raid-devices specified.")
 	}
-	if o.bitmapChunk != "" {
-		if opts.BitmapChunk, err = plan.ParseBitmapChunk(o.bitmapChunk); err != nil {
-			return &ExitError{Code: 2, Msg: err.Error()}
-		}
+	if err := o.parseSizes(&opts); err != nil {
+		return opts, err
 	}
 	switch o.bitmap {
 	case "", "internal", "none":
 	default:
-		return &ExitError{Code: 2, Msg: fmt.Sprintf("--bitmap=%s: only internal and none are supported (bitmap files are not)", o.bitmap)}
+		return opts, exitf(ExitUsage, "--bitmap=%s: only internal and none are supported (bitmap files are not)", o.bitmap)
 	}
 	switch o.consistency {
 	case "":
 	case "resync", "bitmap":
 		if o.consistency == "bitmap" && o.bitmap != "internal" {
-			return &ExitError{Code: 2, Msg: "--bitmap is required for consistency policy: bitmap"}
+			return opts, exitMsg(ExitUsage, "--bitmap is required for consistency policy: bitmap")
 		}
 		if o.consistency == "resync" && o.bitmap == "" {
 			opts.Bitmap = "none"
 		}
 	default:
-		return &ExitError{Code: 2, Msg: fmt.Sprintf("consistency policy %s is not supported", o.consistency)}
+		return opts, exitf(ExitUsage, "consistency policy %s is not supported", o.consistency)
 	}
 	if o.uuid != "" {
 		u, err := superblock.ParseUUID(o.uuid)
 		if err != nil {
-			return &ExitError{Code: 2, Msg: "Bad uuid: " + o.uuid}
+			return opts, exitMsg(ExitUsage, "Bad uuid: "+o.uuid)
 		}
 		opts.UUID = &u
 	}
 	host, _ := env.Hostname()
 	opts.SystemHostname = host
 	opts.Homehost, _ = c.Flags().GetString("homehost")
+	return opts, nil
+}
 
-	// Open every device exclusively (O_EXCL, or flock for image files) and
-	// keep it open until the end, so nothing else can start using it
-	// between the checks and the writes. The locks are taken in one order
-	// (by device and inode), whatever the order of the arguments: of two
-	// creates over the same devices, the one that loses the first lock
-	// holds none and fails; the other gets them all.
-	members := make([]*member.Member, len(devs))
-	defer func() {
-		for _, m := range members {
-			if m != nil {
-				m.Close()
-			}
+// parseSizes parses --chunk, --size, --data-offset and --bitmap-chunk.
+func (o *createOptions) parseSizes(opts *plan.Options) error {
+	var err error
+	if o.chunk != "" {
+		if opts.ChunkKiB, err = plan.ParseChunk(o.chunk); err != nil {
+			return planError(err)
 		}
-	}()
+	}
+	if o.size != "" && o.size != "max" {
+		if opts.SizeKiB, err = plan.ParseSize(o.size); err != nil {
+			return planError(err)
+		}
+	}
+	if o.dataOffset != "" {
+		if opts.DataOffset, err = plan.ParseSectors(o.dataOffset); err != nil {
+			return exitf(ExitUsage, "invalid data-offset: %s", o.dataOffset)
+		}
+	}
+	if o.bitmapChunk != "" {
+		if opts.BitmapChunk, err = plan.ParseBitmapChunk(o.bitmapChunk); err != nil {
+			return planError(err)
+		}
+	}
+	return nil
+}
+
+// openMembers opens every device exclusively (O_EXCL, or flock for image
+// files) into members, to be kept open until the end, so nothing else
+// can start using it between the checks and the writes. The locks are
+// taken in one order (by device and inode), whatever the order of the
+// arguments: of two creates over the same devices, the one that loses
+// the first lock holds none and fails; the other gets them all.
+func openMembers(devs []string, members []*member.Member) error {
 	type lockKey struct{ block, dev, ino uint64 }
 	keys := make([]lockKey, len(devs))
 	known := make([]bool, len(devs))
@@ -248,7 +280,7 @@ func runCreate(c *cobra.Command, env *Env, o *createOptions, args []string) erro
 			known[i] = true
 			for j := 0; j < i; j++ {
 				if known[j] && keys[j] == keys[i] {
-					return &ExitError{Code: 2, Msg: fmt.Sprintf("%s is listed more than once", d)}
+					return exitf(ExitUsage, "%s is listed more than once", d)
 				}
 			}
 		}
@@ -269,32 +301,39 @@ func runCreate(c *cobra.Command, env *Env, o *createOptions, args []string) erro
 		m, err := member.Open(d, member.Exclusive)
 		if err != nil {
 			if errors.Is(err, ioctl.ErrNotMember) {
-				return &ExitError{Code: 2, Msg: openFailure(d, err)}
+				return exitMsg(ExitUsage, openFailure(d, err))
 			}
-			return &ExitError{Code: 2, Msg: fmt.Sprintf("cannot open %s: %s", d, openReason(err))}
+			return exitf(ExitUsage, "cannot open %s: %s", d, openReason(err))
 		}
 		members[i] = m
 	}
+	return nil
+}
+
+// planDevices is the device list of the create rules: the opened
+// members' sizes, and "missing" for the empty slots.
+func planDevices(devs []string, members []*member.Member) []plan.Device {
+	var out []plan.Device
 	for i, d := range devs {
 		m := members[i]
 		if m == nil {
-			opts.Devices = append(opts.Devices, plan.Device{Path: d, Missing: true})
+			out = append(out, plan.Device{Path: d, Missing: true})
 			continue
 		}
-		opts.Devices = append(opts.Devices, plan.Device{
+		out = append(out, plan.Device{
 			Path:              d,
 			Sectors:           m.Sectors(),
 			LogicalBlockSize:  m.Geom.LogicalBlockSize,
 			PhysicalBlockSize: m.Geom.PhysicalBlockSize,
 		})
 	}
+	return out
+}
 
-	res, err := plan.Plan(opts)
-	if err != nil {
-		return planError(err)
-	}
-
-	// What is on the devices now? Refuse to overwrite data without --force.
+// confirmCreate refuses to overwrite data without --force, shows mdadm's
+// warnings and asks to continue (unless --run).
+func confirmCreate(env *Env, o *createOptions, res *plan.Result, members []*member.Member) error {
+	stderr := env.Stderr
 	found := false
 	for _, m := range members {
 		if m == nil {
@@ -302,7 +341,7 @@ func runCreate(c *cobra.Command, env *Env, o *createOptions, args []string) erro
 		}
 		sigs, err := signaturesOn(m)
 		if err != nil {
-			return &ExitError{Code: 1, Msg: fmt.Sprintf("cannot read %s: %v", m.Path, err)}
+			return exitf(ExitFailure, "cannot read %s: %v", m.Path, err)
 		}
 		for _, s := range sigs {
 			fmt.Fprintf(stderr, "mdtool: %s appears to contain %s\n", m.Path, s)
@@ -310,52 +349,38 @@ func runCreate(c *cobra.Command, env *Env, o *createOptions, args []string) erro
 		}
 	}
 	if found && !o.force {
-		return &ExitError{Code: 1, Msg: "create aborted: the devices above hold data; use --force to overwrite them"}
+		return exitMsg(ExitFailure, "create aborted: the devices above hold data; use --force to overwrite them")
 	}
 	for _, w := range res.Warnings {
-		fmt.Fprintf(stderr, "mdtool: %s\n", w)
+		fmt.Fprintf(stderr, "mdtool: %s\n", warningText(w))
 	}
 	if len(res.Warnings) > 0 && !o.run {
 		if !ask(env, "Continue creating array? ") {
-			return &ExitError{Code: 1, Msg: "create aborted."}
+			return exitMsg(ExitFailure, "create aborted.")
 		}
 	}
 	if res.DefaultedMetadata {
 		fmt.Fprintf(stderr, "mdtool: Defaulting to version %s metadata\n", res.Metadata)
 	}
+	return nil
+}
 
-	// All checks passed: write. Old superblocks go first (mdadm's Kill).
+// writeMembers writes the planned metadata, every member's old
+// superblocks erased first (mdadm's Kill).
+func writeMembers(res *plan.Result, members []*member.Member) error {
 	for _, pm := range res.Members {
 		m := members[pm.Device]
 		if _, err := m.EraseSuperblocks(); err != nil {
-			return &ExitError{Code: 1, Msg: fmt.Sprintf("cannot erase old superblock on %s: %v", m.Path, err)}
+			return exitf(ExitFailure, "cannot erase old superblock on %s: %v", m.Path, err)
 		}
 		ws := make([]member.Write, len(pm.Writes))
 		for i, w := range pm.Writes {
 			ws[i] = member.Write{Offset: w.Offset, Data: w.Data}
 		}
 		if err := m.WriteAll(ws); err != nil {
-			return &ExitError{Code: 1, Msg: fmt.Sprintf("failed to write metadata to %s: %v", m.Path, err)}
+			return exitf(ExitFailure, "failed to write metadata to %s: %v", m.Path, err)
 		}
 	}
-	if !o.start {
-		fmt.Fprintf(stderr, "mdtool: array %s created.\n", mddev)
-		return nil
-	}
-	// Start it as mdadm --create does (RUN_ARRAY): the devices are closed
-	// first so that the daemon can open them exclusively.
-	var paths []string
-	for i, m := range members {
-		if m != nil {
-			paths = append(paths, devs[i])
-			m.Close()
-			members[i] = nil
-		}
-	}
-	if err := startCreated(env, mddev, paths, nbdLimitArgs(c.Flags())...); err != nil {
-		return err
-	}
-	fmt.Fprintf(stderr, "mdtool: array %s started.\n", mddev)
 	return nil
 }
 
@@ -368,11 +393,11 @@ func startCreated(env *Env, mddev string, devs []string, flags ...string) error 
 	var ce *daemon.ChildExitError
 	switch {
 	case errors.As(err, &ce):
-		return &ExitError{Code: 1, Msg: fmt.Sprintf("array %s created but not started (assemble exited with status %d)", mddev, ce.Code)}
+		return exitf(ExitFailure, "array %s created but not started (assemble exited with status %d)", mddev, ce.Code)
 	case err != nil:
-		return exitf(1, "array %s created but not started: %v", mddev, err)
+		return exitf(ExitFailure, "array %s created but not started: %v", mddev, err)
 	case code != 0:
-		return &ExitError{Code: 1, Msg: fmt.Sprintf("array %s created but not started", mddev)}
+		return exitf(ExitFailure, "array %s created but not started", mddev)
 	}
 	return nil
 }

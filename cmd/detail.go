@@ -125,7 +125,7 @@ func runDetail(env *Env, o *detailOptions, args []string) error {
 	if len(devs) == 0 {
 		names, err := daemon.Names(o.runDir)
 		if err != nil {
-			return exitf(1, "%v", err)
+			return exitf(ExitFailure, "%v", err)
 		}
 		for _, n := range names {
 			devs = append(devs, n)
@@ -134,7 +134,7 @@ func runDetail(env *Env, o *detailOptions, args []string) error {
 			o.brief = true
 		}
 	}
-	rv := 0
+	rv := ExitOK
 	var docs []*detailJSON
 	for _, dev := range devs {
 		var st *daemon.Status
@@ -147,9 +147,9 @@ func runDetail(env *Env, o *detailOptions, args []string) error {
 		if err != nil {
 			fmt.Fprintf(env.Stderr, "mdtool: cannot open %s: %v\n", dev, err)
 			if o.test {
-				rv |= 4
+				rv |= ExitTestNoArray
 			} else {
-				rv |= 1
+				rv |= ExitFailure
 			}
 			continue
 		}
@@ -160,9 +160,9 @@ func runDetail(env *Env, o *detailOptions, args []string) error {
 		if err != nil {
 			fmt.Fprintf(env.Stderr, "mdtool: cannot get array detail for %s: %v\n", dev, err)
 			if o.test {
-				rv |= 4
+				rv |= ExitTestNoArray
 			} else {
-				rv |= 1
+				rv |= ExitFailure
 			}
 			continue
 		}
@@ -186,14 +186,11 @@ func runDetail(env *Env, o *detailOptions, args []string) error {
 		}
 		b, err := json.MarshalIndent(map[string]any{"arrays": docs}, "", "  ")
 		if err != nil {
-			return exitf(1, "%v", err)
+			return exitf(ExitFailure, "%v", err)
 		}
 		env.Stdout.Write(append(jsonSafe(b), '\n'))
 	}
-	if rv != 0 {
-		return &ExitError{Code: rv}
-	}
-	return nil
+	return exitStatus(rv)
 }
 
 // detailStatus finds the array dev names and asks its daemon.
@@ -328,13 +325,13 @@ func (d *detailView) availCount() int {
 }
 
 // testStatus is --test's contribution to the exit status.
-func (d *detailView) testStatus() int {
-	rv := 0
+func (d *detailView) testStatus() ExitCode {
+	rv := ExitOK
 	if d.availCount() < d.st.RaidDisks {
-		rv |= 1
+		rv |= ExitTestDegraded
 	}
 	if !enough(d.st.Level, d.st.RaidDisks, uint32(d.st.Layout), true, d.avail) {
-		rv = 2
+		rv = ExitTestFailed
 	}
 	return rv
 }

@@ -219,29 +219,29 @@ func runManage(env *Env, c *cobra.Command, args []string, runDir string) error {
 	}
 	name, err := daemon.ArrayName(m.mddev)
 	if err != nil {
-		return exitf(1, "%s does not appear to be an md device", m.mddev)
+		return exitf(ExitFailure, "%s does not appear to be an md device", m.mddev)
 	}
 	m.name = name
 	cl, err := daemon.Dial(runDir, name)
 	if errors.Is(err, daemon.ErrNotRunning) {
-		return exitf(1, "%s does not appear to be active.", m.mddev)
+		return exitf(ExitFailure, "%s does not appear to be active.", m.mddev)
 	}
 	if err != nil {
-		return exitf(1, "cannot reach the daemon of %s: %v", m.mddev, err)
+		return exitf(ExitFailure, "cannot reach the daemon of %s: %v", m.mddev, err)
 	}
 	defer cl.Close()
 	m.cl = cl
 	for i := 0; i < len(ops); i++ {
 		if err := m.do(ops, i); err != nil {
-			code := 1
+			code := ExitFailure
 			if m.busy && !m.test {
-				code = 2
+				code = ExitUsage
 			}
-			return &ExitError{Code: code}
+			return exitStatus(code)
 		}
 	}
 	if m.test && m.count == 0 {
-		return &ExitError{Code: 2}
+		return exitStatus(ExitUsage)
 	}
 	return nil
 }

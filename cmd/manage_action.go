@@ -73,12 +73,12 @@ func newActionCmd(env *Env) *cobra.Command {
 					req.SpeedMax = &maxKB
 				}
 			}
-			rv := 0
+			rv := ExitOK
 			for _, dev := range args {
 				rv |= setAction(env, runDir, dev, action, limits, req)
 			}
-			if rv != 0 {
-				return &ExitError{Code: rv}
+			if rv != ExitOK {
+				return exitStatus(rv)
 			}
 			return nil
 		},
@@ -100,20 +100,20 @@ func validAction(a string) bool {
 }
 
 // setAction is mdadm's SetAction (plus the speed limits).
-func setAction(env *Env, runDir, dev, action string, limits bool, lreq daemon.Request) int {
+func setAction(env *Env, runDir, dev, action string, limits bool, lreq daemon.Request) ExitCode {
 	name, err := daemon.ArrayName(dev)
 	if err != nil {
 		fmt.Fprintf(env.Stderr, "mdtool: %s is no an md array\n", dev)
-		return 1
+		return ExitFailure
 	}
 	cl, err := daemon.Dial(runDir, name)
 	if errors.Is(err, daemon.ErrNotRunning) {
 		fmt.Fprintf(env.Stderr, "mdtool: Couldn't open %s: No such file or directory\n", dev)
-		return 1
+		return ExitFailure
 	}
 	if err != nil {
 		fmt.Fprintf(env.Stderr, "mdtool: Couldn't open %s: %v\n", dev, err)
-		return 1
+		return ExitFailure
 	}
 	defer cl.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -121,11 +121,11 @@ func setAction(env *Env, runDir, dev, action string, limits bool, lreq daemon.Re
 	if limits {
 		if _, err := cl.Call(ctx, lreq); err != nil {
 			fmt.Fprintf(env.Stderr, "mdtool: cannot set the sync speed limits of %s: %v\n", dev, err)
-			return 1
+			return ExitFailure
 		}
 	}
 	if action == "" {
-		return 0
+		return ExitOK
 	}
 	if _, err := cl.Call(ctx, daemon.Request{Op: daemon.OpAction, Action: action}); err != nil {
 		_, reason := opFailure(err)
@@ -137,7 +137,7 @@ func setAction(env *Env, runDir, dev, action string, limits bool, lreq daemon.Re
 		}
 		// "Count" is mdadm's spelling.
 		fmt.Fprintf(env.Stderr, "mdtool: Count not set action for %s to %s: %s\n", dev, action, reason)
-		return 1
+		return ExitFailure
 	}
-	return 0
+	return ExitOK
 }

@@ -149,10 +149,10 @@ func runMonitor(env *Env, o *monitorOptions, args []string) error {
 		return usagef("invalid delay: %d", o.delay)
 	}
 	if len(args) == 0 && !o.scan {
-		return exitf(1, "Cannot monitor: need --scan or at least one device")
+		return exitf(ExitFailure, "Cannot monitor: need --scan or at least one device")
 	}
 	if o.pidFile != "" && !o.daemonise {
-		return exitf(1, "Cannot write a pid file when not in daemon mode")
+		return exitf(ExitFailure, "Cannot write a pid file when not in daemon mode")
 	}
 	if o.daemonise && os.Getenv(monitorChildEnv) == "" {
 		return daemoniseMonitor(env, o)
@@ -184,12 +184,12 @@ func runMonitor(env *Env, o *monitorOptions, args []string) error {
 		o.delay = 60
 	}
 	if o.scan && o.mail == "" && o.program == "" && !o.syslog {
-		return exitf(1, "No mail address or alert command - not monitoring.")
+		return exitf(ExitFailure, "No mail address or alert command - not monitoring.")
 	}
 	if o.syslog {
 		w, err := syslog.New(syslog.LOG_DAEMON|syslog.LOG_WARNING, "mdtool")
 		if err != nil {
-			return exitf(1, "cannot open syslog: %v", err)
+			return exitf(ExitFailure, "cannot open syslog: %v", err)
 		}
 		defer w.Close()
 		m.sys = w
@@ -264,11 +264,11 @@ const monitorChildEnv = "MDTOOL_MONITOR_CHILD"
 func daemoniseMonitor(env *Env, o *monitorOptions) error {
 	exe, err := os.Executable()
 	if err != nil {
-		return exitf(1, "daemonise: %v", err)
+		return exitf(ExitFailure, "daemonise: %v", err)
 	}
 	devnull, err := os.OpenFile(os.DevNull, os.O_RDWR, 0)
 	if err != nil {
-		return exitf(1, "daemonise: %v", err)
+		return exitf(ExitFailure, "daemonise: %v", err)
 	}
 	defer devnull.Close()
 	cmd := exec.Command(exe, os.Args[1:]...)
@@ -276,7 +276,7 @@ func daemoniseMonitor(env *Env, o *monitorOptions) error {
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = devnull, devnull, devnull
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if err := cmd.Start(); err != nil {
-		return exitf(1, "daemonise: %v", err)
+		return exitf(ExitFailure, "daemonise: %v", err)
 	}
 	pid := cmd.Process.Pid
 	cmd.Process.Release()

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -40,10 +39,30 @@ func StdEnv() *Env {
 	}
 }
 
+// ExitCode is a process exit status. The named values mirror mdadm's.
+type ExitCode int
+
+const (
+	// ExitOK: success.
+	ExitOK ExitCode = 0
+	// ExitFailure: the operation failed (mdadm's 1).
+	ExitFailure ExitCode = 1
+	// ExitUsage: a bad command line or a fatal problem found before
+	// anything was done (mdadm's 2).
+	ExitUsage ExitCode = 2
+	// --detail --test's statuses: degraded (1), unusable (2), no
+	// information about an array (4).
+	ExitTestDegraded ExitCode = 1
+	ExitTestFailed   ExitCode = 2
+	ExitTestNoArray  ExitCode = 4
+)
+
 // ExitError carries a process exit status. Msg, if non-empty, is printed
 // as "mdtool: Msg" on stderr; an empty Msg means the command already said
 // what it had to say.
 type ExitError struct {
+	// Code is an ExitCode; still an int while assemble.go, examine.go
+	// and examine_bitmap.go build it from plain ints.
 	Code int
 	Msg  string
 }
@@ -56,8 +75,22 @@ func (e *ExitError) Error() string {
 }
 
 // exitf returns an ExitError with a formatted message.
-func exitf(code int, format string, a ...any) error {
-	return &ExitError{Code: code, Msg: fmt.Sprintf(format, a...)}
+func exitf(code ExitCode, format string, a ...any) error {
+	return &ExitError{Code: int(code), Msg: fmt.Sprintf(format, a...)}
+}
+
+// exitMsg returns an ExitError that prints msg as it is.
+func exitMsg(code ExitCode, msg string) error {
+	return &ExitError{Code: int(code), Msg: msg}
+}
+
+// exitStatus returns an ExitError for a command that has already said
+// what it had to say; nil for ExitOK.
+func exitStatus(code ExitCode) error {
+	if code == ExitOK {
+		return nil
+	}
+	return &ExitError{Code: int(code)}
 }
 
 // usageError marks an error in the command line: mdadm exits 2 for those.
@@ -67,6 +100,19 @@ func (e *usageError) Error() string { return e.msg }
 
 func usagef(format string, a ...any) error { return &usageError{fmt.Sprintf(format, a...)} }
 
+// asUsage turns an error cobra made of the command line into a
+// usageError with the same text.
+func asUsage(err error) error {
+	if err == nil {
+		return nil
+	}
+	var ue *usageError
+	if errors.As(err, &ue) {
+		return err
+	}
+	return &usageError{err.Error()}
+}
+
 // Main runs mdtool with args (without the program name) and returns the
 // exit status.
 func Main(args []string, env *Env) int {
@@ -74,47 +120,59 @@ func Main(args []string, env *Env) int {
 	args = translateMdadmArgs(root, args)
 	args = expandLongPrefixes(root, args)
 	root.SetArgs(args)
-	root.SetIn(env.Stdin)
-	root.SetOut(env.Stdout)
-	root.SetErr(env.Stderr)
-	err := root.Execute()
-	return reportError(env.Stderr, err)
+	cmd, err := root.ExecuteC()
+	if err != nil && cmd.CalledAs() == "" {
+		// No command was run: cobra could not find one (its only error
+		// before running a command is "unknown command").
+		err = asUsage(err)
+	}
+	return int(reportError(env.Stderr, err))
 }
 
-func reportError(w io.Writer, err error) int {
+// reportError prints err as mdtool's last word and returns the status:
+// ExitError's own, ExitUsage for a usageError (flag and argument errors
+// included, see classifyCobraErrors), ExitFailure for anything else.
+func reportError(w io.Writer, err error) ExitCode {
 	if err == nil {
-		return 0
+		return ExitOK
 	}
 	var ee *ExitError
 	if errors.As(err, &ee) {
 		if ee.Msg != "" {
 			fmt.Fprintf(w, "mdtool: %s\n", ee.Msg)
 		}
-		return ee.Code
+		return ExitCode(ee.Code)
 	}
 	var ue *usageError
 	if errors.As(err, &ue) {
 		fmt.Fprintf(w, "mdtool: %s\n", ue.msg)
-		return 2
+		return ExitUsage
 	}
-	// cobra's own flag and argument errors are usage errors too.
-	msg := err.Error()
-	fmt.Fprintf(w, "mdtool: %s\n", msg)
-	if isCobraUsage(msg) {
-		return 2
-	}
-	return 1
+	fmt.Fprintf(w, "mdtool: %s\n", err.Error())
+	return ExitFailure
 }
 
-func isCobraUsage(msg string) bool {
-	for _, p := range []string{"unknown flag", "unknown shorthand flag", "unknown command",
-		"invalid argument", "flag needs an argument", "accepts ", "requires at least",
-		"bad flag syntax", "if any flags in the group"} {
-		if strings.Contains(msg, p) {
-			return true
+// classifyCobraErrors makes every error cobra reports about the command
+// line a usageError: flag parsing errors through the flag error function
+// (inherited by every subcommand), argument-count errors by wrapping
+// each command's Args validator. Unknown commands are caught in Main
+// (no command was called).
+func classifyCobraErrors(root *cobra.Command) {
+	// cobra adds these in Execute; added now, their validators are
+	// wrapped too (both calls are idempotent).
+	root.InitDefaultHelpCmd()
+	root.InitDefaultCompletionCmd()
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return asUsage(err) })
+	var walk func(c *cobra.Command)
+	walk = func(c *cobra.Command) {
+		if args := c.Args; args != nil {
+			c.Args = func(c *cobra.Command, a []string) error { return asUsage(args(c, a)) }
+		}
+		for _, sub := range c.Commands() {
+			walk(sub)
 		}
 	}
-	return false
+	walk(root)
 }
 
 // NewRoot builds the command tree.
@@ -141,7 +199,6 @@ overrides the built-in defaults (mdadm's).`,
 		},
 	}
 	root.SetVersionTemplate("mdtool - v{{.Version}}\n")
-	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usagef("%s", err.Error()) })
 	root.PersistentFlags().BoolP("verbose", "v", false, "be more verbose")
 	root.PersistentFlags().BoolP("quiet", "q", false, "be less verbose")
 	root.PersistentFlags().String("homehost", "", "host name used to decide whether an array is local (default: the system host name)")
@@ -160,6 +217,12 @@ overrides the built-in defaults (mdadm's).`,
 		newMonitorCmd(env),
 		newGenDocsCmd(),
 	)
+	// Before classifyCobraErrors: cobra's completion commands take their
+	// output writer when they are made.
+	root.SetIn(env.Stdin)
+	root.SetOut(env.Stdout)
+	root.SetErr(env.Stderr)
+	classifyCobraErrors(root)
 	return root
 }
 

@@ -54,7 +54,7 @@ func newStopCmd(env *Env) *cobra.Command {
 
 func runStop(env *Env, args []string, scan bool, runDir string, timeout time.Duration, verbose int) error {
 	if scan && len(args) > 0 {
-		return exitf(1, "--stop not meaningful with both a --scan assembly and a device name.")
+		return exitf(ExitFailure, "--stop not meaningful with both a --scan assembly and a device name.")
 	}
 	if !scan && len(args) == 0 {
 		return usagef("No devices given.")
@@ -63,7 +63,7 @@ func runStop(env *Env, args []string, scan bool, runDir string, timeout time.Dur
 	if scan {
 		names, err := daemon.Names(runDir)
 		if err != nil {
-			return exitf(1, "%v", err)
+			return exitf(ExitFailure, "%v", err)
 		}
 		for _, n := range names {
 			dev := n
@@ -73,7 +73,7 @@ func runStop(env *Env, args []string, scan bool, runDir string, timeout time.Dur
 			devs = append(devs, dev)
 		}
 	}
-	rv := 0
+	rv := ExitOK
 	for _, raw := range devs {
 		dev := escName(raw) // as shown; raw names the array
 		if err := stopArray(runDir, raw, timeout); err != nil {
@@ -90,17 +90,14 @@ func runStop(env *Env, args []string, scan bool, runDir string, timeout time.Dur
 					fmt.Fprintf(env.Stderr, "mdtool: failed to stop array %s: %v\n", dev, err)
 				}
 			}
-			rv = 1
+			rv = ExitFailure
 			continue
 		}
 		if verbose >= 0 {
 			fmt.Fprintf(env.Stderr, "mdtool: stopped %s\n", dev)
 		}
 	}
-	if rv != 0 {
-		return &ExitError{Code: rv}
-	}
-	return nil
+	return exitStatus(rv)
 }
 
 // stopArray asks the daemon of dev to stop and waits until it released

@@ -46,12 +46,12 @@ func newWaitCmd(env *Env) *cobra.Command {
 			if progress || isTerminal(env.Stderr) {
 				bar = env.Stderr
 			}
-			rv := 0
+			rv := ExitOK
 			for _, dev := range args {
 				rv |= waitArray(runDir, dev, poll, bar)
 			}
-			if rv != 0 {
-				return &ExitError{Code: rv}
+			if rv != ExitOK {
+				return exitStatus(rv)
 			}
 			return nil
 		},
@@ -78,12 +78,12 @@ func isTerminal(w io.Writer) bool {
 // waitArray is mdadm's Wait(): 2 when the array is not running, 1 when
 // nothing was running, 0 after waiting for a sync to end. bar, if not
 // nil, gets a progress line redrawn at every poll.
-func waitArray(runDir, dev string, poll time.Duration, bar io.Writer) int {
+func waitArray(runDir, dev string, poll time.Duration, bar io.Writer) ExitCode {
 	name, err := daemon.ArrayName(dev)
 	if err != nil {
-		return 2
+		return ExitUsage
 	}
-	rv := 1
+	rv := ExitFailure
 	frozen := 3
 	drawn := false
 	defer func() {
@@ -95,9 +95,9 @@ func waitArray(runDir, dev string, poll time.Duration, bar io.Writer) int {
 		st, err := queryStatus(runDir, name)
 		switch {
 		case errors.Is(err, daemon.ErrNotRunning) && rv == 0:
-			return 0 // stopped while we waited
+			return ExitOK // stopped while we waited
 		case err != nil:
-			return 2
+			return ExitUsage
 		case st.SyncAction == "" || st.SyncAction == "idle":
 			return rv
 		case st.SyncAction == "frozen":
@@ -107,7 +107,7 @@ func waitArray(runDir, dev string, poll time.Duration, bar io.Writer) int {
 			}
 			frozen--
 		}
-		rv = 0
+		rv = ExitOK
 		if bar != nil && syncRunning(st) {
 			fmt.Fprintf(bar, "\r%s: %s\x1b[K", dev, progressLine(st))
 			drawn = true

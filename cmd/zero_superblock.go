@@ -29,12 +29,12 @@ EXIT STATUS
   2  a device could not be opened`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
-			rv := 0
+			rv := ExitOK
 			for _, dev := range args {
 				rv |= zeroDevice(env, dev, force)
 			}
-			if rv != 0 {
-				return &ExitError{Code: rv}
+			if rv != ExitOK {
+				return exitStatus(rv)
 			}
 			return nil
 		},
@@ -46,7 +46,7 @@ EXIT STATUS
 // zeroDevice erases every md superblock on dev, mdadm's Kill() in a loop:
 // the first pass reports a device with no superblock, later passes stop
 // quietly when none is left. It returns mdadm's status bits.
-func zeroDevice(env *Env, dev string, force bool) int {
+func zeroDevice(env *Env, dev string, force bool) ExitCode {
 	// Exclusive even with --force, as mdadm's Kill: the lock is held from
 	// the check to the last write.
 	m, err := member.Open(dev, member.Exclusive)
@@ -55,16 +55,16 @@ func zeroDevice(env *Env, dev string, force bool) int {
 			fmt.Fprintf(env.Stderr, "mdtool: %s\n", openFailure(dev, err))
 		}
 		fmt.Fprintf(env.Stderr, "mdtool: Couldn't open %s for write - not zeroing\n", dev)
-		return 2
+		return ExitUsage
 	}
 	defer m.Close()
 	n, err := m.EraseSuperblocks()
 	if err != nil {
 		fmt.Fprintf(env.Stderr, "mdtool: Could not zero superblock on %s: %v\n", dev, err)
-		return 1
+		return ExitFailure
 	}
 	if n == 0 {
 		fmt.Fprintf(env.Stderr, "mdtool: Unrecognised md component device - %s\n", dev)
 	}
-	return 0
+	return ExitOK
 }

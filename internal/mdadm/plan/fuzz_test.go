@@ -2,7 +2,6 @@ package plan
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -20,7 +19,7 @@ var fuzzBitmaps = []string{"", "internal", "none"}
 // invariants of every plan it accepts: each superblock decodes with
 // superblock.Parse and fits its device (CheckDevice), writes stay on the
 // device and off the data area, the bitmap area decodes, and refusals
-// are *Error values.
+// are *Refusal values.
 func FuzzPlan(f *testing.F) {
 	f.Add(uint8(2), uint8(3), uint8(2), uint8(0), uint8(0), uint8(0), uint16(0), uint64(64<<11), uint64(0), uint64(0), false, false)
 	f.Add(uint8(4), uint8(1), uint8(4), uint8(1), uint8(0), uint8(1), uint16(64), uint64(100<<11), uint64(0), uint64(0), false, true)
@@ -57,9 +56,8 @@ func FuzzPlan(f *testing.F) {
 		}
 		r, err := Plan(o)
 		if err != nil {
-			var pe *Error
-			if !errors.As(err, &pe) || len(pe.Lines) == 0 || (pe.Status != 1 && pe.Status != 2) {
-				t.Fatalf("refusal %v (%T) is not a proper *Error", err, err)
+			if !refused(err) {
+				t.Fatalf("refusal %v (%T) is not a proper *Refusal", err, err)
 			}
 			return
 		}

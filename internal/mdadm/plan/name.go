@@ -48,17 +48,17 @@ func chosenName(dev string) (string, error) {
 		}
 		base := dev[len("/dev/"):e] // "/dev/" has no digits, so e >= 5
 		if e == len(dev) || (base != "md" && base != "md_d") {
-			return "", errorf(1, "%s is an invalid name for an md device.  Try /dev/md/%s", dev, dev[len("/dev/"):])
+			return "", &Refusal{Kind: MDNameTry, Arg: dev, Alt: dev[len("/dev/"):]}
 		}
 		cname = base + dev[e:]
 	default:
 		cname = dev
 	}
 	if strings.Contains(cname, "/") {
-		return "", errorf(1, "%s is an invalid name for an md device.", dev)
+		return "", refuseArg(MDNameInvalid, dev)
 	}
 	if cname == "" {
-		return "", errorf(1, "%s is an invalid name for an md device (empty!).", dev)
+		return "", refuseArg(MDNameEmpty, dev)
 	}
 	if strings.HasPrefix(dev, "/") {
 		return dev, nil
@@ -237,25 +237,25 @@ func MapUnsafe(s string, repl byte) string {
 // control characters and other unsafe bytes (see EscapeName), white
 // space, quotes, '#' and the backslash. mdadm 4.2 checks only the
 // length; 4.3 and later allow even less (POSIX portable names). what
-// names the value in the message ("name", "homehost").
+// names the value ("name", "homehost").
 func CheckName(what, s string) error {
 	for i := 0; i < len(s); {
 		n, unsafe := unsafeRuneAt(s, i)
-		bad := ""
+		bad := Char(-1)
 		switch {
 		case unsafe:
-			bad = "a control character or an unprintable byte"
+			bad = CharControl
 		case unicode.IsSpace(rune(s[i])) || (n > 1 && unicode.IsSpace([]rune(s[i : i+n])[0])):
-			bad = "white space"
+			bad = CharSpace
 		case s[i] == '"' || s[i] == '\'':
-			bad = "a quote"
+			bad = CharQuote
 		case s[i] == '#':
-			bad = "'#'"
+			bad = CharHash
 		case s[i] == '\\':
-			bad = "a backslash"
+			bad = CharBackslash
 		}
-		if bad != "" {
-			return errorf(2, "invalid %s '%s': it contains %s (not allowed: control characters, white space, quotes, '#', '\\').", what, EscapeName(s), bad)
+		if bad >= 0 {
+			return &Refusal{Kind: UnsafeName, What: what, Arg: s, Char: bad}
 		}
 		i += n
 	}

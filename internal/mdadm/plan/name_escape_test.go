@@ -67,13 +67,8 @@ func TestCheckName(t *testing.T) {
 	}
 	for _, bad := range []string{"x\nPROGRAM", "a\tb", "a\x00b", "\x1b[31m", "a b", "a#b", `a"b`, "a'b", `a\b`, "a\x7f", "\xff", "a\u00a0b", "a\u202eb"} {
 		err := CheckName("name", bad)
-		var pe *Error
-		if !errors.As(err, &pe) || pe.Status != 2 || len(pe.Lines) != 1 {
-			t.Errorf("CheckName(%q) = %v, want a one-line status-2 error", bad, err)
-			continue
-		}
-		if strings.ContainsAny(pe.Lines[0], "\n\x00\x1b") {
-			t.Errorf("CheckName(%q): message %q holds a control byte", bad, pe.Lines[0])
+		if !refusedAs(err, UnsafeName, bad) {
+			t.Errorf("CheckName(%q) = %v, want an UnsafeName refusal", bad, err)
 		}
 	}
 }
@@ -109,9 +104,9 @@ func TestNewRefusesUnsafeNames(t *testing.T) {
 		o := base()
 		tc.set(&o)
 		_, err := Plan(o)
-		var pe *Error
-		if !errors.As(err, &pe) || pe.Status != 2 {
-			t.Errorf("%s: Plan = %v, want a status-2 refusal", tc.what, err)
+		var pe *Refusal
+		if !errors.As(err, &pe) || (pe.Kind != UnsafeName && pe.Kind != UnsafeMDDevice) {
+			t.Errorf("%s: Plan = %v, want an UnsafeName or UnsafeMDDevice refusal", tc.what, err)
 		}
 	}
 }

@@ -142,7 +142,7 @@ func ParseLevel(s string) (int, error) {
 	if n, ok := byName(levelNames, s); ok {
 		return n, nil
 	}
-	return 0, errorf(2, "invalid raid level: %s", s)
+	return 0, refuseArg(InvalidLevel, s)
 }
 
 // LevelName is the name mdadm prints for a level ("raid5", "linear", ...);
@@ -161,28 +161,28 @@ func ParseLayout(level int, s string) (uint32, error) {
 		if n, ok := byName(r0Layouts, s); ok {
 			return uint32(n), nil
 		}
-		return 0, errorf(2, "layout %s not understood for raid0.", s)
+		return 0, &Refusal{Kind: LayoutNotUnderstood, Arg: s, Level: "raid0"}
 	case LevelRAID5:
 		if n, ok := byName(r5Layouts, s); ok {
 			return uint32(n), nil
 		}
-		return 0, errorf(2, "layout %s not understood for raid5.", s)
+		return 0, &Refusal{Kind: LayoutNotUnderstood, Arg: s, Level: "raid5"}
 	case LevelRAID6:
 		if n, ok := byName(r6Layouts, s); ok {
 			return uint32(n), nil
 		}
-		return 0, errorf(2, "layout %s not understood for raid6.", s)
+		return 0, &Refusal{Kind: LayoutNotUnderstood, Arg: s, Level: "raid6"}
 	case LevelRAID10:
 		if n, ok := parseLayout10(s); ok {
 			return n, nil
 		}
-		return 0, errorf(2, "layout for raid10 must be 'nNN', 'oNN' or 'fNN' where NN is a number, not %s", s)
+		return 0, refuseArg(LayoutRAID10Invalid, s)
 	}
 	name, ok := LevelName(level)
 	if !ok {
 		name = "(null)"
 	}
-	return 0, errorf(2, "layout not meaningful for %s arrays.", name)
+	return 0, &Refusal{Kind: LayoutNotMeaningful, Level: name}
 }
 
 // parseLayout10 mirrors mdadm's parse_layout_10: 'n', 'f' or 'o' followed

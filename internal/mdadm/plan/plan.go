@@ -7,7 +7,8 @@
 // The rules follow mdadm 4.2's Create.c and super1.c (validate_geometry1,
 // init_super1, add_to_super1, add_internal_bitmap1, write_init_super1,
 // store_super1, write_bitmap1); array sizes follow the Linux 6.1 md
-// personalities. Refusals are returned as *Error worded as mdadm words them.
+// personalities. Refusals are returned as *Refusal: the reason and its data, which cmd
+// words as mdadm words them.
 //
 // Things mdadm does around the writes that the engine must do itself:
 // erase any md superblock (of any version) already on a member before
@@ -170,7 +171,7 @@ type Result struct {
 	Members []Member // non-missing devices, in the order mdadm writes them
 	// Warnings are the notes for which mdadm 4.2 asks "Continue creating
 	// array?" (unless --run).
-	Warnings []string
+	Warnings []Warning
 }
 
 // maxDevs is the 1.x limit on dev_roles entries.
@@ -191,11 +192,11 @@ func parseMetadata(s string) (minor int, defaulted bool, err error) {
 	}
 	switch t {
 	case ".90", ".9", "":
-		return 0, false, errorf(2, "0.90 metadata is not supported; use 1.0, 1.1 or 1.2")
+		return 0, false, refuseArg(MetadataUnsupported, "0.90")
 	case "ddf", "imsm":
-		return 0, false, errorf(2, "%s metadata is not supported; use 1.0, 1.1 or 1.2", s)
+		return 0, false, refuseArg(MetadataUnsupported, s)
 	}
-	return 0, false, errorf(2, "unrecognised metadata identifier: %s", s)
+	return 0, false, refuseArg(MetadataUnknown, s)
 }
 
 // chooseBmSpace is mdadm's choose_bm_space.
@@ -216,156 +217,207 @@ func defaultDataOffset(devSectors, chunkKiB uint64) uint64 {
 func roundUp(n, m uint64) uint64 { return (n + m - 1) / m * m }
 
 // Plan computes what mdadm --create would write. It never does I/O and
-// returns every refusal before anything could be written.
+// returns every refusal before anything could be written. The phases run
+// in mdadm's order, so that the first refusal is the one mdadm gives.
 func Plan(o Options) (*Result, error) {
-	r := &Result{RecoverySpare: -1, RecoverySlot: -1}
+	p := &planner{o: o, r: &Result{RecoverySpare: -1, RecoverySlot: -1}}
+	for _, phase := range []func() error{
+		p.parseArguments, // mdadm.c: metadata, level, layout, values
+		p.checkArguments, // mdadm.c: bitmap, counts
+		p.checkGeometry,  // Create(): counts against the level, layout, chunk, size
+		p.measureDevices, // Create() with validate_geometry1: sizes, offsets
+		p.chooseSize,     // the component size, the bitmap, the warnings
+		p.chooseRecovery, // raid4/5/6: recover onto a spare instead of resync
+		p.chooseName,     // the array name and homehost
+		p.initSuper,      // init_super1
+		p.assignSlots,    // Create()'s device loop: numbers and roles
+		p.addBitmap,      // add_internal_bitmap1
+		p.planMembers,    // write_init_super1, per member
+		p.checkArray,     // what the md driver would refuse or run empty
+	} {
+		if err := phase(); err != nil {
+			return nil, err
+		}
+	}
+	return p.r, nil
+}
 
-	// ---- command-line checks (mdadm.c) ----
+// planner is Plan's state, filled in phase by phase.
+type planner struct {
+	o Options
+	r *Result
+
+	minor       int
+	level       int
+	layout      uint32
+	layoutGiven bool
+	homehost    string
+	raid        int
+	spares      int
+	subdevs     int
+	chunk       uint64 // KiB
+	size        uint64 // KiB per device
+
+	// measureDevices
+	stDataOffset                  uint64
+	minsize, maxsize              uint64
+	mindisc, maxdisc              int
+	firstMissing, secondMissing   int
+	missingDisks, working, active int
+	warnings                      []Warning
+
+	wantBitmap  bool
+	insertPoint int
+	name        string
+	rnd         io.Reader
+	sb          *superblock.Superblock
+	order       []added
+	bms         *bitmap.Header
+}
+
+// added is one device as Create's loop adds it: its index in the device
+// list, its dev_number and its raid slot (>= raid for a spare).
+type added struct {
+	dev      int
+	number   int
+	raidDisk int
+}
+
+// parseArguments checks the metadata, the level and the values as
+// mdadm's command-line parsing does.
+func (p *planner) parseArguments() error {
+	o, r := &p.o, p.r
 	minor, defaulted, err := parseMetadata(o.Metadata)
 	if err != nil {
-		return nil, err
+		return err
 	}
+	p.minor = minor
 	r.Minor, r.DefaultedMetadata = minor, defaulted
 	r.Metadata = fmt.Sprintf("1.%d", minor)
 
 	if o.Level == "" {
-		return nil, errorf(1, "a RAID level is needed to create an array.")
+		return refuse(NoLevel)
 	}
 	level, err := ParseLevel(o.Level)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	switch level {
 	case LevelMultipath, LevelFaulty:
-		return nil, errorf(2, "level %s is not supported by mdtool (removed from Linux md)", o.Level)
+		return refuseArg(LevelUnsupported, o.Level)
 	case LevelContainer:
-		return nil, errorf(1, "1.x metadata does not support containers")
+		return refuse(NoContainers)
 	}
+	p.level = level
 	r.Level = level
 	r.LevelName, _ = LevelName(level)
 
-	layoutGiven := o.Layout != ""
-	var layout uint32
-	if layoutGiven {
-		if layout, err = ParseLayout(level, o.Layout); err != nil {
-			return nil, err
+	p.layoutGiven = o.Layout != ""
+	if p.layoutGiven {
+		if p.layout, err = ParseLayout(level, o.Layout); err != nil {
+			return err
 		}
 	}
 	if o.ChunkKiB != 0 && o.ChunkKiB < 4 {
-		return nil, errorf(2, "invalid chunk/rounding value: %dK", o.ChunkKiB)
+		return &Refusal{Kind: InvalidChunkKiB, Have: o.ChunkKiB}
 	}
 	if o.SizeKiB != 0 && o.SizeKiB < 4 {
-		return nil, errorf(2, "invalid size: %dK", o.SizeKiB)
+		return &Refusal{Kind: InvalidSizeKiB, Have: o.SizeKiB}
 	}
 	if len(o.Name) > 32 {
-		return nil, errorf(2, "name '%s' is too long, 32 chars max.", o.Name)
+		return refuseArg(NameTooLong, o.Name)
 	}
+	return nil
+}
+
+// checkArguments checks the bitmap and the device counts as mdadm's
+// command-line parsing does.
+func (p *planner) checkArguments() error {
+	o := &p.o
 	switch {
 	case o.Bitmap == "" || o.Bitmap == "internal" || o.Bitmap == "none":
 	case o.Bitmap == "clustered":
-		return nil, errorf(2, "clustered bitmaps are not supported")
+		return refuse(BitmapClustered)
 	case strings.Contains(o.Bitmap, "/"):
-		return nil, errorf(2, "external bitmap files are not supported; use --bitmap=internal")
+		return refuseArg(BitmapFile, o.Bitmap)
 	default:
-		return nil, &Error{Status: 2, Lines: []string{
-			"bitmap file must contain a '/', or be 'internal', or be 'clustered', or 'none'",
-			fmt.Sprintf("       not '%s'", o.Bitmap)}}
+		return refuseArg(BitmapInvalid, o.Bitmap)
 	}
-	if o.DataOffset != 0 && minor == 0 {
+	if o.DataOffset != 0 && p.minor == 0 {
 		// mdadm 4.2 stores it but still sizes the data up to the end
 		// metadata, so the data would run over the superblock.
-		return nil, errorf(1, "--data-offset cannot be used with 1.0 metadata (the data would overlap the superblock)")
+		return refuse(DataOffsetOn10)
 	}
 	if o.BitmapChunk != 0 && (o.BitmapChunk < 512 || o.BitmapChunk&(o.BitmapChunk-1) != 0) {
-		return nil, errorf(2, "invalid bitmap chunksize: %d", o.BitmapChunk)
+		return &Refusal{Kind: InvalidBitmapBytes, Have: o.BitmapChunk}
 	}
 	if o.SpareDevices < 0 {
-		return nil, errorf(2, "invalid number of spare-devices: %d", o.SpareDevices)
+		return &Refusal{Kind: InvalidSpares, Count: o.SpareDevices}
 	}
 	if o.RaidDevices < 0 {
-		return nil, errorf(2, "invalid number of raid devices: %d", o.RaidDevices)
+		return &Refusal{Kind: InvalidRaidDevices, Count: o.RaidDevices}
 	}
-	if o.SpareDevices > 0 && (level == LevelRAID0 || level == LevelLinear) {
-		return nil, errorf(2, "raid level %s is incompatible with spare-devices setting.", o.Level)
+	if o.SpareDevices > 0 && (p.level == LevelRAID0 || p.level == LevelLinear) {
+		return refuseArg(SparesIncompatible, o.Level)
 	}
 	if o.RaidDevices == 1 && !o.Force {
-		return nil, &Error{Status: 2, Lines: []string{
-			"'1' is an unusual number of drives for an array, so it is probably",
-			"     a mistake.  If you really mean it you will need to specify --force before",
-			"     setting the number of drives."}}
+		return refuse(OneDevice)
 	}
 	if o.RaidDevices == 0 {
-		return nil, errorf(1, "no raid-devices specified.")
+		return refuse(NoRaidDevices)
 	}
-	homehost := ResolveHomehost(o.Homehost, o.SystemHostname)
-	r.Homehost = homehost
+	p.homehost = ResolveHomehost(o.Homehost, o.SystemHostname)
+	p.r.Homehost = p.homehost
+	return nil
+}
 
-	// ---- Create() ----
-	raid := o.RaidDevices
-	spares := o.SpareDevices
-	if raid < 4 && level == LevelRAID6 {
-		return nil, errorf(1, "at least 4 raid-devices needed for level 6")
+// checkGeometry is the start of mdadm's Create(): the device counts
+// against the level, the layout, the chunk and --size.
+func (p *planner) checkGeometry() error {
+	o, r, level := &p.o, p.r, p.level
+	p.raid, p.spares, p.subdevs = o.RaidDevices, o.SpareDevices, len(o.Devices)
+	raid, spares, subdevs := p.raid, p.spares, p.subdevs
+	switch {
+	case raid < 4 && level == LevelRAID6:
+		return refuse(RAID6TooFew)
+	case raid > 256 && level == LevelRAID6:
+		return refuse(RAID6TooMany)
+	case raid < 2 && level >= LevelRAID4:
+		return &Refusal{Kind: TooFewForLevel, Count: level}
+	case level <= 0 && spares > 0:
+		return refuse(NoSpares)
+	case subdevs > raid+spares:
+		return &Refusal{Kind: TooManyListed, Have: uint64(subdevs), Need: uint64(raid + spares)}
+	case subdevs < raid+spares:
+		return refuse(NotEnoughListed)
+	case o.Bitmap != "" && level <= 0:
+		return &Refusal{Kind: BitmapNotMeaningful, Level: r.LevelName}
 	}
-	if raid > 256 && level == LevelRAID6 {
-		return nil, errorf(1, "no more than 256 raid-devices supported for level 6")
-	}
-	if raid < 2 && level >= LevelRAID4 {
-		return nil, errorf(1, "at least 2 raid-devices needed for level %d", level)
-	}
-	if level <= 0 && spares > 0 {
-		return nil, errorf(1, "This level does not support spare devices")
-	}
-	subdevs := len(o.Devices)
-	if subdevs > raid+spares {
-		return nil, errorf(1, "You have listed more devices (%d) than are in the array(%d)!", subdevs, raid+spares)
-	}
-	if subdevs < raid+spares {
-		return nil, errorf(1, "You haven't given enough devices (real or missing) to create this array")
-	}
-	if o.Bitmap != "" && level <= 0 {
-		return nil, errorf(1, "bitmaps not meaningful with level %s", r.LevelName)
-	}
-	if !layoutGiven {
-		layout = DefaultLayout(level)
+	if !p.layoutGiven {
+		p.layout = DefaultLayout(level)
 	}
 	if level == LevelRAID10 {
-		near, far, _ := RAID10Copies(layout)
+		near, far, _ := RAID10Copies(p.layout)
 		if near*far > raid {
-			return nil, errorf(1, "that layout requires at least %d devices", near*far)
+			return &Refusal{Kind: LayoutNeedsDevices, Need: uint64(near * far)}
 		}
 		if near*far < 2 {
 			// mdadm accepts this; the md driver refuses to run it.
-			return nil, errorf(1, "raid10 layout %s has no redundancy; the md driver needs at least 2 copies", o.Layout)
+			return refuseArg(RAID10NoRedundancy, o.Layout)
 		}
 	}
-	r.Layout = layout
-	r.LayoutName = LayoutName(level, layout)
-
-	chunk := o.ChunkKiB
-	switch level {
-	case LevelRAID0, LevelRAID4, LevelRAID5, LevelRAID6, LevelRAID10:
-		if chunk == 0 {
-			chunk = DefaultChunkKiB
-		}
-		if level != LevelRAID0 && chunk&(chunk-1) != 0 {
-			// mdadm passes it on; the md driver refuses to run the array.
-			return nil, errorf(1, "chunk size %dK is not a power of 2, which %s requires", chunk, r.LevelName)
-		}
-	case LevelRAID1:
-		if chunk != 0 {
-			return nil, errorf(1, "specifying chunk size is forbidden for this level")
+	r.Layout = p.layout
+	r.LayoutName = LayoutName(level, p.layout)
+	if err := p.chooseChunk(); err != nil {
+		return err
+	}
+	p.size = o.SizeKiB
+	if p.size != 0 && p.chunk != 0 {
+		p.size &^= p.chunk - 1 // mdadm masks (exact for powers of two)
+		if p.size == 0 {
+			return refuse(SizeBelowChunk)
 		}
 	}
-	r.ChunkKiB = chunk
-
-	size := o.SizeKiB
-	if size != 0 && chunk != 0 {
-		size &^= chunk - 1 // mdadm masks (exact for powers of two)
-		if size == 0 {
-			return nil, errorf(1, "Size cannot be smaller than chunk.")
-		}
-	}
-
 	// Duplicate devices: mdadm fails on the second exclusive open.
 	seen := map[string]int{}
 	for i, d := range o.Devices {
@@ -373,184 +425,230 @@ func Plan(o Options) (*Result, error) {
 			continue
 		}
 		if j, ok := seen[d.Path]; ok {
-			return nil, errorf(1, "device %s is listed more than once (positions %d and %d)", d.Path, j+1, i+1)
+			return &Refusal{Kind: DuplicateDevice, Device: d.Path, Have: uint64(j + 1), Need: uint64(i + 1)}
 		}
 		seen[d.Path] = i
 	}
+	return nil
+}
 
-	// ---- per-device geometry (validate_geometry1) ----
+// chooseChunk applies the default chunk of the striped levels and
+// refuses a chunk the level cannot use.
+func (p *planner) chooseChunk() error {
+	chunk := p.o.ChunkKiB
+	switch p.level {
+	case LevelRAID0, LevelRAID4, LevelRAID5, LevelRAID6, LevelRAID10:
+		if chunk == 0 {
+			chunk = DefaultChunkKiB
+		}
+		if p.level != LevelRAID0 && chunk&(chunk-1) != 0 {
+			// mdadm passes it on; the md driver refuses to run the array.
+			return &Refusal{Kind: ChunkNotPowerOf2, Have: chunk, Level: p.r.LevelName}
+		}
+	case LevelRAID1:
+		if chunk != 0 {
+			return refuse(ChunkForbidden)
+		}
+	}
+	p.chunk = chunk
+	p.r.ChunkKiB = chunk
+	return nil
+}
+
+// measureDevices is Create()'s loop over the devices with
+// validate_geometry1: the data offset (from the first device), the free
+// space of each device, the smallest and the largest, the missing slots.
+func (p *planner) measureDevices() error {
+	o := &p.o
 	var (
 		haveDefaultOffset bool
-		stDataOffset      uint64
-		fail              []string
-		minsize, maxsize  uint64
-		mindisc, maxdisc  = -1, -1
-		firstMissing      = subdevs * 2
-		secondMissing     = subdevs * 2
-		missingDisks      int
-		working, active   int
-		warnings          []string
+		fail              []*Refusal
 		bootNote          bool
 	)
+	p.mindisc, p.maxdisc = -1, -1
+	p.firstMissing, p.secondMissing = p.subdevs*2, p.subdevs*2
 	for dnum, d := range o.Devices {
 		if d.Missing {
-			if firstMissing > dnum {
-				firstMissing = dnum
+			if p.firstMissing > dnum {
+				p.firstMissing = dnum
 			}
-			if secondMissing > dnum && dnum > firstMissing {
-				secondMissing = dnum
+			if p.secondMissing > dnum && dnum > p.firstMissing {
+				p.secondMissing = dnum
 			}
-			missingDisks++
+			p.missingDisks++
 			continue
 		}
-		working++
-		if dnum < raid {
-			active++
+		p.working++
+		if dnum < p.raid {
+			p.active++
 		}
-		devsize := d.Sectors
-		bmspace := chooseBmSpace(devsize)
 		dataOffset := o.DataOffset
 		if dataOffset == 0 {
 			if haveDefaultOffset {
-				dataOffset = stDataOffset
-			} else if minor != 0 {
-				dataOffset = defaultDataOffset(devsize, chunk)
+				dataOffset = p.stDataOffset
+			} else if p.minor != 0 {
+				dataOffset = defaultDataOffset(d.Sectors, p.chunk)
 			}
 		}
 		if !haveDefaultOffset {
-			haveDefaultOffset, stDataOffset = true, dataOffset
+			haveDefaultOffset, p.stDataOffset = true, dataOffset
 		}
-		var freesize uint64
-		tooSmall := false
-		if minor == 0 {
-			devsize &^= 7
-			overhead := 8*2 + 8 + bmspace
-			if devsize < overhead {
-				tooSmall = true
-			} else {
-				freesize = devsize - overhead
-			}
-		} else {
-			if devsize < dataOffset {
-				tooSmall = true
-			} else {
-				freesize = devsize - dataOffset
-			}
-		}
-		if tooSmall {
-			fail = append(fail,
-				fmt.Sprintf("device %s is too small (%dK) for required metadata!", d.Path, devsize>>1),
-				fmt.Sprintf("%s is not suitable for this array.", d.Path))
+		freesize, refusal := p.freeSpace(d, dataOffset)
+		if refusal != nil {
+			fail = append(fail, refusal)
 			continue
 		}
-		freesize /= 2
-		if chunk != 0 {
-			freesize &^= chunk - 1
+		if p.maxdisc < 0 || freesize > p.maxsize {
+			p.maxdisc, p.maxsize = dnum, freesize
 		}
-		if freesize == 0 {
-			fail = append(fail, fmt.Sprintf("no free space left on %s", d.Path))
-			continue
+		if p.mindisc < 0 || freesize < p.minsize {
+			p.mindisc, p.minsize = dnum, freesize
 		}
-		if size != 0 && freesize < size {
-			fail = append(fail, fmt.Sprintf("%s is smaller than given size. %dK < %dK + metadata", d.Path, freesize, size))
-			continue
-		}
-		if maxdisc < 0 || freesize > maxsize {
-			maxdisc, maxsize = dnum, freesize
-		}
-		if mindisc < 0 || freesize < minsize {
-			mindisc, minsize = dnum, freesize
-		}
-		if defaulted && minor >= 1 && level == LevelRAID1 && !bootNote {
+		if p.r.DefaultedMetadata && p.minor >= 1 && p.level == LevelRAID1 && !bootNote {
 			bootNote = true
-			warnings = append(warnings, "Note: this array has metadata at the start and\n"+
-				"    may not be suitable as a boot device.  If you plan to\n"+
-				"    store '/boot' on this device please ensure that\n"+
-				"    your boot-loader understands md/v1.x metadata, or use\n"+
-				"    --metadata=0.90")
+			p.warnings = append(p.warnings, Warning{Kind: BootNote})
 		}
 	}
-	if missingDisks == subdevs {
-		return nil, errorf(1, "Subdevs can't be all missing")
+	switch {
+	case p.missingDisks == p.subdevs:
+		return refuse(AllMissing)
+	case p.raid+p.spares > maxDevs:
+		return &Refusal{Kind: TooManyDevices, Need: maxDevs}
+	case len(fail) > 0:
+		return &Refusal{Kind: CreateAborted, Fails: fail}
 	}
-	if raid+spares > maxDevs {
-		return nil, errorf(1, "Too many devices: 1.x metadata only supports %d", maxDevs)
-	}
-	if len(fail) > 0 {
-		return nil, &Error{Status: 1, Lines: append(fail, "create aborted")}
-	}
-	if size == 0 && level > 0 {
-		size = minsize
-		if level == LevelRAID1 {
-			size &^= 64 - 1
+	return nil
+}
+
+// freeSpace is validate_geometry1's usable size of one device in KiB
+// (rounded to the chunk), or why the device cannot be used.
+func (p *planner) freeSpace(d Device, dataOffset uint64) (uint64, *Refusal) {
+	devsize := d.Sectors
+	var freesize uint64
+	tooSmall := false
+	if p.minor == 0 {
+		devsize &^= 7
+		overhead := 8*2 + 8 + chooseBmSpace(d.Sectors)
+		if devsize < overhead {
+			tooSmall = true
+		} else {
+			freesize = devsize - overhead
+		}
+	} else {
+		if devsize < dataOffset {
+			tooSmall = true
+		} else {
+			freesize = devsize - dataOffset
 		}
 	}
-	r.DataOffset = stDataOffset
+	if tooSmall {
+		return 0, &Refusal{Kind: DeviceTooSmall, Device: d.Path, Have: devsize >> 1}
+	}
+	freesize /= 2
+	if p.chunk != 0 {
+		freesize &^= p.chunk - 1
+	}
+	if freesize == 0 {
+		return 0, refuseDevice(NoFreeSpace, d.Path)
+	}
+	if p.size != 0 && freesize < p.size {
+		return 0, &Refusal{Kind: SmallerThanSize, Device: d.Path, Have: freesize, Need: p.size}
+	}
+	return freesize, nil
+}
 
-	wantBitmap := o.Bitmap == "internal"
-	if o.Bitmap == "" && level >= 1 && size > 100*1024*1024 {
-		wantBitmap, r.AutoBitmap = true, true
-	}
-	if level > 0 && (maxsize-size)*100 > maxsize {
-		warnings = append(warnings, fmt.Sprintf("largest drive (%s) exceeds size (%dK) by more than 1%%",
-			o.Devices[maxdisc].Path, size))
-	}
-	r.Warnings = warnings
-
-	// ---- raid4/5/6 initial recovery instead of resync ----
-	insertPoint := subdevs * 2
-	if !o.AssumeClean && !o.Force && firstMissing >= raid && (level == LevelRAID4 || level == LevelRAID5) {
-		insertPoint = raid - 1
-		spares++
-		active--
-		missingDisks++
-	}
-	if !o.AssumeClean && !o.Force && firstMissing < raid && secondMissing >= raid && level == LevelRAID6 {
-		insertPoint = raid - 1
-		if insertPoint == firstMissing {
-			insertPoint--
+// chooseSize settles the component size (the smallest device's when
+// --size is not given), whether to add a bitmap, and the warnings.
+func (p *planner) chooseSize() error {
+	o, r := &p.o, p.r
+	if p.size == 0 && p.level > 0 {
+		p.size = p.minsize
+		if p.level == LevelRAID1 {
+			p.size &^= 64 - 1
 		}
-		spares++
-		active--
-		missingDisks++
 	}
-	if level <= 0 && firstMissing < subdevs*2 {
-		return nil, errorf(1, "This level does not support missing devices")
-	}
+	r.DataOffset = p.stDataOffset
 
-	// ---- name ----
+	p.wantBitmap = o.Bitmap == "internal"
+	if o.Bitmap == "" && p.level >= 1 && p.size > 100*1024*1024 {
+		p.wantBitmap, r.AutoBitmap = true, true
+	}
+	if p.level > 0 && (p.maxsize-p.size)*100 > p.maxsize {
+		p.warnings = append(p.warnings, Warning{Kind: LargestExceedsSize, Device: o.Devices[p.maxdisc].Path, SizeKiB: p.size})
+	}
+	r.Warnings = p.warnings
+	return nil
+}
+
+// chooseRecovery is mdadm's choice, for raid4/5 (and raid6 created with
+// one device missing), to add the last device as a spare so that the
+// kernel rebuilds it rather than resyncing the whole array.
+func (p *planner) chooseRecovery() error {
+	o, raid := &p.o, p.raid
+	p.insertPoint = p.subdevs * 2
+	if !o.AssumeClean && !o.Force && p.firstMissing >= raid && (p.level == LevelRAID4 || p.level == LevelRAID5) {
+		p.insertPoint = raid - 1
+		p.spares++
+		p.active--
+		p.missingDisks++
+	}
+	if !o.AssumeClean && !o.Force && p.firstMissing < raid && p.secondMissing >= raid && p.level == LevelRAID6 {
+		p.insertPoint = raid - 1
+		if p.insertPoint == p.firstMissing {
+			p.insertPoint--
+		}
+		p.spares++
+		p.active--
+		p.missingDisks++
+	}
+	if p.level <= 0 && p.firstMissing < p.subdevs*2 {
+		return refuse(MissingUnsupported)
+	}
+	return nil
+}
+
+// chooseName derives the array name and refuses names and homehosts that
+// could not be shown or written into an ARRAY line.
+func (p *planner) chooseName() error {
+	o := &p.o
 	name := o.Name
 	if name == "" {
 		if o.MDDevice == "" {
-			return nil, errorf(1, "no md device or --name given")
+			return refuse(NoName)
 		}
+		var err error
 		if name, err = ArrayName(o.MDDevice); err != nil {
-			return nil, err
+			return err
 		}
 	} else if o.MDDevice != "" {
 		if _, err := chosenName(o.MDDevice); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	if err := CheckName("name", name); err != nil {
-		return nil, err
+		return err
 	}
 	if MapUnsafe(o.MDDevice, '_') != o.MDDevice {
-		return nil, errorf(2, "invalid md device '%s': it contains a control character or an unprintable byte.", EscapeName(o.MDDevice))
+		return refuseArg(UnsafeMDDevice, o.MDDevice)
 	}
-	if StoredName(name, homehost) != StoredName(name, "") {
-		if err := CheckName("homehost", homehost); err != nil {
-			return nil, err
+	if StoredName(name, p.homehost) != StoredName(name, "") {
+		if err := CheckName("homehost", p.homehost); err != nil {
+			return err
 		}
 	}
+	p.name = name
+	return nil
+}
 
-	// ---- init_super1 ----
-	clean := ((level == LevelRAID4 || level == LevelRAID5) && (insertPoint < raid || firstMissing < raid)) ||
-		(level == LevelRAID6 && (insertPoint < raid || secondMissing < raid)) ||
+// initSuper is init_super1: the superblock all members share.
+func (p *planner) initSuper() error {
+	o, r, level, raid := &p.o, p.r, p.level, p.raid
+	clean := ((level == LevelRAID4 || level == LevelRAID5) && (p.insertPoint < raid || p.firstMissing < raid)) ||
+		(level == LevelRAID6 && (p.insertPoint < raid || p.secondMissing < raid)) ||
 		level <= 0 || o.AssumeClean
-	rnd := o.Rand
-	if rnd == nil {
-		rnd = rand.Reader
+	p.rnd = o.Rand
+	if p.rnd == nil {
+		p.rnd = rand.Reader
 	}
 	now := o.Now
 	if now.IsZero() {
@@ -560,91 +658,98 @@ func Plan(o Options) (*Result, error) {
 		Magic:        superblock.Magic,
 		MajorVersion: 1,
 		Level:        int32(level),
-		Layout:       layout,
-		Size:         size * 2,
-		ChunkSize:    uint32(chunk * 1024 >> 9),
+		Layout:       p.layout,
+		Size:         p.size * 2,
+		ChunkSize:    uint32(p.chunk * 1024 >> 9),
 		RaidDisks:    uint32(raid),
-		DataOffset:   stDataOffset,
+		DataOffset:   p.stDataOffset,
 		Events:       1,
 	}
 	if o.UUID != nil {
 		sb.SetUUID = *o.UUID
-	} else if _, err := io.ReadFull(rnd, sb.SetUUID[:]); err != nil {
-		return nil, fmt.Errorf("random uuid: %w", err)
+	} else if _, err := io.ReadFull(p.rnd, sb.SetUUID[:]); err != nil {
+		return fmt.Errorf("random uuid: %w", err)
 	}
-	sb.SetNameString(StoredName(name, homehost))
+	sb.SetNameString(StoredName(p.name, p.homehost))
 	sb.CTime = superblock.MakeTime(now.Unix(), 0)
 	sb.UTime = sb.CTime
 	if clean {
 		sb.ResyncOffset = superblock.MaxSector
 	}
-	sbSpares := working - active
+	sbSpares := p.working - p.active
 	if raid+sbSpares > maxDevs {
-		return nil, errorf(1, "too many devices requested: %d+%d > %d", raid, sbSpares, maxDevs)
+		return &Refusal{Kind: TooManyRequested, Have: uint64(raid), Count: sbSpares, Need: maxDevs}
 	}
 	sbsize := roundUp(superblock.HeaderSize+2*uint64(raid+sbSpares), 512)
 	sb.MaxDev = uint32((sbsize - superblock.HeaderSize) / 2)
-	roles := make([]uint16, maxDevs)
-	for i := range roles {
-		roles[i] = superblock.RoleSpare
-	}
+	p.sb = sb
 
 	r.RaidDisks = raid
-	r.SpareDisks = spares
+	r.SpareDisks = p.spares
 	r.ComponentSectors = sb.Size
 	r.ResyncOffset = sb.ResyncOffset
 	r.NeedsResync = !clean
 	r.Name = sb.Name()
 	r.UUID = sb.SetUUID
 	r.CTime = sb.CTime
+	return nil
+}
 
-	// ---- pass 1: slots, numbers, roles (Create's device loop) ----
-	type added struct {
-		dev      int
-		number   int
-		raidDisk int
-	}
+// addOrder is Create()'s device loop: the order in which mdadm adds the
+// devices, their dev_numbers and raid slots. The device at insertPoint
+// (the recovery spare) is skipped and added last.
+func (p *planner) addOrder() []added {
 	var order []added
-	{
-		dnum, rdn := 0, 0
-		moved := -1
-		i := 0
-		for i >= 0 {
-			cur := i
-			next := func() {
-				if cur+1 < len(o.Devices) {
-					i = cur + 1
-				} else {
-					i = moved
-				}
-				dnum++
+	devices := p.o.Devices
+	dnum, rdn := 0, 0
+	moved := -1
+	i := 0
+	for i >= 0 {
+		cur := i
+		next := func() {
+			if cur+1 < len(devices) {
+				i = cur + 1
+			} else {
+				i = moved
 			}
-			if dnum == insertPoint {
-				rdn++
-				moved = cur
-				next()
-				continue
-			}
-			if o.Devices[cur].Missing {
-				rdn++
-				next()
-				continue
-			}
-			order = append(order, added{dev: cur, number: dnum, raidDisk: rdn})
-			rdn++
-			if cur == moved && dnum != insertPoint {
-				break
-			}
-			next()
+			dnum++
 		}
+		if dnum == p.insertPoint {
+			rdn++
+			moved = cur
+			next()
+			continue
+		}
+		if devices[cur].Missing {
+			rdn++
+			next()
+			continue
+		}
+		order = append(order, added{dev: cur, number: dnum, raidDisk: rdn})
+		rdn++
+		if cur == moved && dnum != p.insertPoint {
+			break
+		}
+		next()
 	}
+	return order
+}
+
+// assignSlots fills in dev_roles and finds the empty slots.
+func (p *planner) assignSlots() error {
+	r, sb, raid := p.r, p.sb, p.raid
+	roles := make([]uint16, maxDevs)
+	for i := range roles {
+		roles[i] = superblock.RoleSpare
+	}
+	p.order = p.addOrder()
 	activeSlot := make([]bool, raid)
-	for _, a := range order {
+	for _, a := range p.order {
 		role := uint16(superblock.RoleSpare)
 		if a.raidDisk < raid {
 			role = uint16(a.raidDisk)
 			activeSlot[a.raidDisk] = true
-		} else if a.dev == insertPoint {
+		} else if a.dev == p.insertPoint {
 			r.RecoverySpare = a.dev
 		}
 		roles[a.number] = role
@@ -662,180 +767,213 @@ func Plan(o Options) (*Result, error) {
 		r.RecoverySlot = r.MissingSlots[0]
 	}
 	r.Degraded = len(r.MissingSlots) > 0
-	if err := checkEnough(level, layout, raid, activeSlot); err != nil {
-		return nil, err
+	if err := checkEnough(p.level, p.layout, raid, activeSlot); err != nil {
+		return err
 	}
 	sb.DevRoles = roles[:sb.MaxDev]
+	return nil
+}
 
-	// ---- internal bitmap (add_internal_bitmap1 at create) ----
-	var bms *bitmap.Header
+// addBitmap is add_internal_bitmap1 at create time.
+func (p *planner) addBitmap() error {
+	r, sb := p.r, p.sb
 	var bitmapSize uint64 // sectors covered
-	if level == LevelRAID10 {
-		near, far, _ := RAID10Copies(layout)
-		bitmapSize = size * uint64(raid) / uint64(near*far) * 2
+	if p.level == LevelRAID10 {
+		near, far, _ := RAID10Copies(p.layout)
+		bitmapSize = p.size * uint64(p.raid) / uint64(near*far) * 2
 	} else {
-		bitmapSize = size * 2
+		bitmapSize = p.size * 2
 	}
-	if wantBitmap {
-		room := int64(chooseBmSpace(sb.Size)) // + bbl 8 - bbl 8
-		bchunk, err := bitmap.ChooseChunk(room, bitmapSize, o.BitmapChunk)
-		if err != nil {
-			return nil, errorf(1, "Given bitmap chunk size not supported.")
-		}
-		offset := int64(8)
-		if minor == 0 {
-			offset = bitmap.BeforeSuperOffset(bitmapSize, bchunk, 8)
-		}
-		sb.BitmapOffset = int32(offset)
-		sb.FeatureMap |= superblock.FeatureBitmapOffset
-		bms = &bitmap.Header{
-			Magic:       bitmap.Magic,
-			Version:     bitmap.Version,
-			UUID:        sb.SetUUID,
-			ChunkSize:   uint32(bchunk),
-			DaemonSleep: bitmap.DefaultDaemonSleep,
-			SyncSize:    bitmapSize,
-		}
-		r.Bitmap = true
-		r.BitmapChunk = bchunk
-		r.BitmapSyncSize = bitmapSize
-		r.BitmapOffset = sb.BitmapOffset
+	if !p.wantBitmap {
+		return nil
 	}
+	room := int64(chooseBmSpace(sb.Size)) // + bbl 8 - bbl 8
+	bchunk, err := bitmap.ChooseChunk(room, bitmapSize, p.o.BitmapChunk)
+	if err != nil {
+		return refuse(BitmapChunkUnsupported)
+	}
+	offset := int64(8)
+	if p.minor == 0 {
+		offset = bitmap.BeforeSuperOffset(bitmapSize, bchunk, 8)
+	}
+	sb.BitmapOffset = int32(offset)
+	sb.FeatureMap |= superblock.FeatureBitmapOffset
+	p.bms = &bitmap.Header{
+		Magic:       bitmap.Magic,
+		Version:     bitmap.Version,
+		UUID:        sb.SetUUID,
+		ChunkSize:   uint32(bchunk),
+		DaemonSleep: bitmap.DefaultDaemonSleep,
+		SyncSize:    bitmapSize,
+	}
+	r.Bitmap = true
+	r.BitmapChunk = bchunk
+	r.BitmapSyncSize = bitmapSize
+	r.BitmapOffset = sb.BitmapOffset
+	return nil
+}
 
-	// ---- raid0 layout feature (write_init_super1) ----
-	raid0NeedLayout := false
-	if level == LevelRAID0 && layout != 0 && len(order) > 0 {
-		chunkSectors := uint64(sb.ChunkSize)
-		sizeOf := func(dev int) uint64 {
-			s := o.Devices[dev].Sectors * 512 // mdadm compares bytes here
-			if o.DataOffset != 0 {
-				s -= o.DataOffset
-			}
-			return s / chunkSectors
+// raid0NeedsLayout is write_init_super1's test for the raid0 layout
+// feature: a raid0 layout was chosen and the members differ in size.
+func (p *planner) raid0NeedsLayout() bool {
+	if p.level != LevelRAID0 || p.layout == 0 || len(p.order) == 0 {
+		return false
+	}
+	chunkSectors := uint64(p.sb.ChunkSize)
+	sizeOf := func(dev int) uint64 {
+		s := p.o.Devices[dev].Sectors * 512 // mdadm compares bytes here
+		if p.o.DataOffset != 0 {
+			s -= p.o.DataOffset
 		}
-		first := sizeOf(order[0].dev)
-		for _, a := range order {
-			if sizeOf(a.dev) != first {
-				raid0NeedLayout = true
-			}
+		return s / chunkSectors
+	}
+	first := sizeOf(p.order[0].dev)
+	for _, a := range p.order {
+		if sizeOf(a.dev) != first {
+			return true
 		}
 	}
+	return false
+}
 
-	// ---- per member (write_init_super1) ----
-	for _, a := range order {
-		d := o.Devices[a.dev]
-		m := *sb
-		m.DevRoles = append([]uint16(nil), sb.DevRoles...)
+// planMembers is write_init_super1 for every member, in mdadm's order.
+func (p *planner) planMembers() error {
+	needLayout := p.raid0NeedsLayout()
+	for _, a := range p.order {
+		d := p.o.Devices[a.dev]
+		m := *p.sb
+		m.DevRoles = append([]uint16(nil), p.sb.DevRoles...)
 		m.DevNumber = uint32(a.number)
 		m.DevFlags = 0
-		if _, err := io.ReadFull(rnd, m.DeviceUUID[:]); err != nil {
-			return nil, fmt.Errorf("random uuid: %w", err)
+		if _, err := io.ReadFull(p.rnd, m.DeviceUUID[:]); err != nil {
+			return fmt.Errorf("random uuid: %w", err)
 		}
 		m.Events = 0
-		dsize := d.Sectors
-		if dsize < 24 {
-			return nil, errorf(1, "Failed to write metadata to %s", d.Path)
+		sbOffset, err := p.placeMetadata(&m, d)
+		if err != nil {
+			return err
 		}
-		arraySize := m.Size
-		var bmSpace uint64
-		var bmOffset int64
-		if bms != nil {
-			bmSpace = bitmap.AreaSize(bms, 4096) >> 9
-			bmOffset = int64(m.BitmapOffset)
-		} else {
-			bmSpace = chooseBmSpace(arraySize)
-			bmOffset = 8
-		}
-		dataOffset := stDataOffset
-		if o.DataOffset != 0 {
-			dataOffset = o.DataOffset
-		}
-		var sbOffset uint64
-		switch minor {
-		case 0:
-			bmSpace += 8
-			sbOffset = (dsize - 16) &^ 7
-			m.DataOffset = dataOffset
-			m.SuperOffset = sbOffset
-			if sbOffset < arraySize {
-				return nil, errorf(1, "%s is smaller than the component size", d.Path)
-			}
-			if sbOffset < arraySize+bmSpace {
-				bmSpace = sbOffset - arraySize
-			}
-			m.DataSize = sbOffset - bmSpace
-			if bmSpace >= 8 {
-				m.BBLogSize = 8
-				m.BBLogOffset = -8
-			}
-		default:
-			sbOffset = 0
-			if minor == 2 {
-				sbOffset = 8
-			}
-			m.SuperOffset = sbOffset
-			m.DataOffset = dataOffset
-			m.DataSize = dsize - dataOffset
-			switch {
-			case int64(dataOffset) >= int64(sbOffset)+bmOffset+int64(bmSpace)+8:
-				m.BBLogSize = 8
-				m.BBLogOffset = int32(bmOffset + int64(bmSpace))
-			case dataOffset >= sbOffset+16:
-				m.BBLogSize = 8
-				m.BBLogOffset = int32(dataOffset - 8 - sbOffset)
-			}
-		}
-		if raid0NeedLayout {
+		if needLayout {
 			m.FeatureMap |= superblock.FeatureRAID0Layout
 		}
-		if err := checkMember(&m, d, bms, minor); err != nil {
-			return nil, err
+		if err := checkMember(&m, d, p.bms, p.minor); err != nil {
+			return err
 		}
-		mem := Member{
-			Device:      a.dev,
-			Path:        d.Path,
-			DevNumber:   uint32(a.number),
-			Role:        m.DevRoles[a.number],
-			Superblock:  &m,
-			SuperOffset: int64(sbOffset) * 512,
-		}
-		mem.SuperBytes = m.MarshalWithChecksum()
-		mem.Writes = append(mem.Writes, Write{Offset: mem.SuperOffset, Data: mem.SuperBytes})
-		if bms != nil {
-			mem.BitmapOffset = (int64(sbOffset) + int64(m.BitmapOffset)) * 512
-			mem.BitmapBytes = bitmap.NewArea(bms, 0xff, bitmap.AreaAlign(m.BitmapOffset))
-			mem.Writes = append(mem.Writes, Write{Offset: mem.BitmapOffset, Data: mem.BitmapBytes})
-		}
-		r.Members = append(r.Members, mem)
+		p.r.Members = append(p.r.Members, p.member(a, d, &m, sbOffset))
 	}
-	if level == LevelRAID0 && !raid0NeedLayout {
+	if p.level == LevelRAID0 && !needLayout {
 		var sizes []uint64
-		for _, m := range r.Members {
+		for _, m := range p.r.Members {
 			sizes = append(sizes, m.Superblock.DataSize)
 		}
-		if multiZone(sizes, uint64(sb.ChunkSize)) {
+		if multiZone(sizes, uint64(p.sb.ChunkSize)) {
 			// mdadm writes the superblocks, then RUN_ARRAY fails.
-			return nil, &Error{Status: 1, Lines: []string{
-				"members of different sizes need a raid0 layout, the md driver would refuse to run this array",
-				"Please use --layout=original or --layout=alternate"}}
+			return refuse(RAID0NeedsLayout)
 		}
 	}
+	return nil
+}
+
+// placeMetadata sets one member's superblock offset, data offset and
+// size and its bad-block log, and returns the superblock offset
+// (sectors).
+func (p *planner) placeMetadata(m *superblock.Superblock, d Device) (uint64, error) {
+	dsize := d.Sectors
+	if dsize < 24 {
+		return 0, refuseDevice(WriteMetadataFailed, d.Path)
+	}
+	arraySize := m.Size
+	var bmSpace uint64
+	var bmOffset int64
+	if p.bms != nil {
+		bmSpace = bitmap.AreaSize(p.bms, 4096) >> 9
+		bmOffset = int64(m.BitmapOffset)
+	} else {
+		bmSpace = chooseBmSpace(arraySize)
+		bmOffset = 8
+	}
+	dataOffset := p.stDataOffset
+	if p.o.DataOffset != 0 {
+		dataOffset = p.o.DataOffset
+	}
+	var sbOffset uint64
+	switch p.minor {
+	case 0:
+		bmSpace += 8
+		sbOffset = (dsize - 16) &^ 7
+		m.DataOffset = dataOffset
+		m.SuperOffset = sbOffset
+		if sbOffset < arraySize {
+			return 0, refuseDevice(SmallerThanComponent, d.Path)
+		}
+		if sbOffset < arraySize+bmSpace {
+			bmSpace = sbOffset - arraySize
+		}
+		m.DataSize = sbOffset - bmSpace
+		if bmSpace >= 8 {
+			m.BBLogSize = 8
+			m.BBLogOffset = -8
+		}
+	default:
+		sbOffset = 0
+		if p.minor == 2 {
+			sbOffset = 8
+		}
+		m.SuperOffset = sbOffset
+		m.DataOffset = dataOffset
+		m.DataSize = dsize - dataOffset
+		switch {
+		case int64(dataOffset) >= int64(sbOffset)+bmOffset+int64(bmSpace)+8:
+			m.BBLogSize = 8
+			m.BBLogOffset = int32(bmOffset + int64(bmSpace))
+		case dataOffset >= sbOffset+16:
+			m.BBLogSize = 8
+			m.BBLogOffset = int32(dataOffset - 8 - sbOffset)
+		}
+	}
+	return sbOffset, nil
+}
+
+// member is the writes of one member: its superblock, then its bitmap.
+func (p *planner) member(a added, d Device, m *superblock.Superblock, sbOffset uint64) Member {
+	mem := Member{
+		Device:      a.dev,
+		Path:        d.Path,
+		DevNumber:   uint32(a.number),
+		Role:        m.DevRoles[a.number],
+		Superblock:  m,
+		SuperOffset: int64(sbOffset) * 512,
+	}
+	mem.SuperBytes = m.MarshalWithChecksum()
+	mem.Writes = append(mem.Writes, Write{Offset: mem.SuperOffset, Data: mem.SuperBytes})
+	if p.bms != nil {
+		mem.BitmapOffset = (int64(sbOffset) + int64(m.BitmapOffset)) * 512
+		mem.BitmapBytes = bitmap.NewArea(p.bms, 0xff, bitmap.AreaAlign(m.BitmapOffset))
+		mem.Writes = append(mem.Writes, Write{Offset: mem.BitmapOffset, Data: mem.BitmapBytes})
+	}
+	return mem
+}
+
+// checkArray computes the sizes the md driver gives the array and
+// refuses an array it would run with 0 bytes.
+func (p *planner) checkArray() error {
+	r := p.r
 	r.ArraySizeKiB = arraySizeKiB(r)
 	r.KernelComponentSectors = r.ComponentSectors
-	if level == LevelRAID10 {
-		r.KernelComponentSectors = raid10DevSectors(r.ComponentSectors, chunk*2, layout, raid)
+	if p.level == LevelRAID10 {
+		r.KernelComponentSectors = raid10DevSectors(r.ComponentSectors, p.chunk*2, p.layout, p.raid)
 	}
 	if r.ArraySizeKiB == 0 {
 		// md would run an array of 0 bytes: a raid1 member with less than
 		// 64K of data space (mdadm rounds the size down to 64K), a raid10
 		// far layout with fewer chunks per device than copies, ...
-		dev := "a member"
-		if mindisc >= 0 {
-			dev = o.Devices[mindisc].Path
+		dev := ""
+		if p.mindisc >= 0 {
+			dev = p.o.Devices[p.mindisc].Path
 		}
-		return nil, errorf(1, "%s is too small for this array: %dK of data space gives an array of size 0", dev, minsize)
+		return &Refusal{Kind: ArrayEmpty, Device: dev, Have: p.minsize}
 	}
-	return r, nil
+	return nil
 }
 
 // checkMember refuses layouts the kernel would reject or that would make
@@ -849,23 +987,23 @@ func checkMember(sb *superblock.Superblock, d Device, bms *bitmap.Header, minor 
 	if minor != 0 {
 		sbSectors := roundUp(uint64(sb.WriteSize()), lbs) / 512
 		if sb.DataOffset < sb.SuperOffset+sbSectors {
-			return errorf(1, "data offset %d sectors on %s overlaps the superblock", sb.DataOffset, d.Path)
+			return &Refusal{Kind: DataOffsetOverlaps, Device: d.Path, Have: sb.DataOffset}
 		}
 		if bms != nil {
 			end := int64(sb.SuperOffset) + int64(sb.BitmapOffset) + int64(bitmap.AreaSize(bms, 4096)>>9)
 			if end > int64(sb.DataOffset) {
-				return errorf(1, "internal bitmap does not fit before the data offset (%d sectors) on %s", sb.DataOffset, d.Path)
+				return &Refusal{Kind: BitmapOverData, Device: d.Path, Have: sb.DataOffset}
 			}
 		}
 	}
 	if sb.DataOffset*512%lbs != 0 {
-		return errorf(1, "data offset %d sectors is not a multiple of the %d-byte logical block size of %s", sb.DataOffset, lbs, d.Path)
+		return &Refusal{Kind: DataOffsetUnaligned, Device: d.Path, Have: sb.DataOffset, Need: lbs}
 	}
 	if sb.DataSize < 10 || sb.DataSize < sb.Size {
-		return errorf(1, "no free space left on %s", d.Path)
+		return refuseDevice(NoFreeSpace, d.Path)
 	}
 	if err := sb.CheckDevice(d.Sectors); err != nil {
-		return &Error{Status: 1, Lines: []string{fmt.Sprintf("internal error: planned metadata for %s is inconsistent: %v", d.Path, err)}}
+		return &Refusal{Kind: Inconsistent, Device: d.Path, Err: err}
 	}
 	return nil
 }
@@ -881,8 +1019,7 @@ func checkEnough(level int, layout uint32, raid int, present []bool) error {
 	}
 	name, _ := LevelName(level)
 	tooMany := func(allowed int) error {
-		return errorf(1, "too many missing devices for %s: %d of %d raid devices missing, at most %d allowed",
-			name, missing, raid, allowed)
+		return &Refusal{Kind: TooManyMissing, Level: name, Have: uint64(missing), Need: uint64(raid), Count: allowed}
 	}
 	switch level {
 	case LevelRAID1:
@@ -911,7 +1048,7 @@ func checkEnough(level int, layout uint32, raid int, present []bool) error {
 				}
 			}
 			if cnt == 0 {
-				return errorf(1, "too many missing devices for raid10: every copy of some data would be missing")
+				return refuse(RAID10CopiesMissing)
 			}
 			first = (first + near) % raid
 			if first == 0 {

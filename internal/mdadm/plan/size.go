@@ -76,7 +76,7 @@ func ParseSectors(s string) (uint64, error) {
 func ParseSize(s string) (uint64, error) {
 	sec, err := ParseSectors(s)
 	if err != nil || sec < 8 {
-		return 0, errorf(2, "invalid size: %s", s)
+		return 0, refuseArg(InvalidSize, s)
 	}
 	return sec / 2, nil
 }
@@ -86,7 +86,7 @@ func ParseSize(s string) (uint64, error) {
 func ParseChunk(s string) (uint64, error) {
 	sec, err := ParseSectors(s)
 	if err != nil || sec < 8 || sec&1 != 0 {
-		return 0, errorf(2, "invalid chunk/rounding value: %s", s)
+		return 0, refuseArg(InvalidChunk, s)
 	}
 	return sec / 2, nil
 }
@@ -96,7 +96,7 @@ func ParseChunk(s string) (uint64, error) {
 func ParseBitmapChunk(s string) (uint64, error) {
 	sec, err := ParseSectors(s)
 	if err != nil || sec&(sec-1) != 0 {
-		return 0, errorf(2, "invalid bitmap chunksize: %s", s)
+		return 0, refuseArg(InvalidBitmapChunk, s)
 	}
 	return sec * 512, nil
 }
