@@ -608,7 +608,11 @@ func FuzzBriefLineReadsBack(f *testing.F) {
 		binary.LittleEndian.PutUint32(mem[0x5C:], 2)
 		binary.LittleEndian.PutUint64(mem[0x90:], 8)
 		var out strings.Builder
-		writeBriefV1(&out, &v1Probe{mem: mem}, false)
+		sb, _ := superblock.Parse(mem)
+		if sb == nil {
+			t.Fatal("the fuzz superblock does not decode")
+		}
+		writeBriefV1(&out, &v1Probe{mem: mem, sb: sb}, false)
 		line := out.String()
 		if strings.Count(line, "\n") != 1 || controlBytes(line) != nil {
 			t.Fatalf("ARRAY line %q", line)
