@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"mdtool/internal/daemon"
+	"mdtool/internal/mdadm/plan"
 	"mdtool/superblock"
 )
 
@@ -333,7 +334,7 @@ func (d *detailView) testStatus() int {
 	if d.availCount() < d.st.RaidDisks {
 		rv |= 1
 	}
-	if !enough(d.st.Level, d.st.RaidDisks, uint32(d.st.Layout), true, d.avail) {
+	if !plan.Enough(d.st.Level, d.st.RaidDisks, uint32(d.st.Layout), true, d.avail) {
 		rv = 2
 	}
 	return rv
@@ -360,7 +361,7 @@ func (d *detailView) arrayState() []string {
 	}
 	switch {
 	case d.availCount() == st.RaidDisks:
-	case !enough(st.Level, st.RaidDisks, uint32(st.Layout), true, d.avail):
+	case !plan.Enough(st.Level, st.RaidDisks, uint32(st.Layout), true, d.avail):
 		words = append(words, "FAILED")
 	default:
 		words = append(words, "degraded")

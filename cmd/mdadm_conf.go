@@ -701,39 +701,14 @@ func (conf *MdadmConf) readFile(path string) error {
 	return nil
 }
 
-// ResolveHomeHost decides the homehost as mdadm 4.2 does (mdadm.c):
-// flag is the --homehost value and given says whether it was on the
-// command line. "--homehost=<ignore>" skips the HOMEHOST line; otherwise
-// the flag wins, then the HOMEHOST line (unless it says <ignore>);
-// "<system>" or nothing means the system host name; "" or "<none>" means
-// no homehost, returned as "".
+// ResolveHomeHost is plan.ResolveHomehost (mdadm 4.2's rule) with
+// mdadm.conf's HOMEHOST word taken from conf (nil: no mdadm.conf).
 func ResolveHomeHost(flag string, given bool, conf *MdadmConf, hostname func() (string, error)) string {
-	hh := ""
-	have := false
-	require := true
-	if given && strings.EqualFold(flag, "<ignore>") {
-		require = false
-	} else if given {
-		hh, have = flag, true
+	var word *string
+	if conf != nil && conf.HomeHostSet {
+		word = &conf.HomeHost
 	}
-	if !have && require && conf != nil && conf.HomeHostSet {
-		hh, have = conf.HomeHost, true
-	}
-	if !have || strings.EqualFold(hh, "<system>") {
-		if hostname != nil {
-			if n, err := hostname(); err == nil {
-				// gethostname into a 256-byte buffer, NUL terminated.
-				if len(n) > 255 {
-					n = n[:255]
-				}
-				hh, have = n, true
-			}
-		}
-	}
-	if !have || hh == "" || strings.EqualFold(hh, "<none>") {
-		return ""
-	}
-	return hh
+	return plan.ResolveHomehost(flag, given, word, hostname)
 }
 
 // ProcPartitions is the file mdadm reads for "DEVICE partitions".

@@ -297,7 +297,7 @@ func Plan(o Options) (*Result, error) {
 	if o.RaidDevices == 0 {
 		return nil, errorf(1, "no raid-devices specified.")
 	}
-	homehost := ResolveHomehost(o.Homehost, o.SystemHostname)
+	homehost := ResolveHomehost(o.Homehost, o.Homehost != "", nil, func() (string, error) { return o.SystemHostname, nil })
 	r.Homehost = homehost
 
 	// ---- Create() ----
@@ -898,25 +898,8 @@ func checkEnough(level int, layout uint32, raid int, present []bool) error {
 			return tooMany(2)
 		}
 	case LevelRAID10:
-		// md's raid10 "enough": every group of copies consecutive slots
-		// (stepping by the near count) must keep one member.
-		near, far, _ := RAID10Copies(layout)
-		copies := near * far
-		first := 0
-		for {
-			cnt := 0
-			for n, this := 0, first; n < copies; n, this = n+1, (this+1)%raid {
-				if present[this] {
-					cnt++
-				}
-			}
-			if cnt == 0 {
-				return errorf(1, "too many missing devices for raid10: every copy of some data would be missing")
-			}
-			first = (first + near) % raid
-			if first == 0 {
-				break
-			}
+		if !Enough(level, raid, layout, true, present) {
+			return errorf(1, "too many missing devices for raid10: every copy of some data would be missing")
 		}
 	}
 	return nil
