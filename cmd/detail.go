@@ -505,7 +505,7 @@ func (d *detailView) writeTable(w io.Writer) {
 			fmt.Fprint(w, " sync")
 			lay := uint32(d.st.Layout)
 			if d.st.Level == 10 && lay&^0x1FFFF == 0 {
-				nc, fc := int(lay&0xff), int((lay>>8)&0xff)
+				nc, fc := superblock.RAID10Near(lay), superblock.RAID10Far(lay)
 				copies := nc * fc
 				if fc == 1 && copies > 0 && rd%copies == 0 && copies <= 26 {
 					fmt.Fprintf(w, " set-%c", 'A'+disk.raidDisk%copies)

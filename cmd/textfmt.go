@@ -233,15 +233,14 @@ func r10LayoutText(layout uint32) string {
 // r10LayoutShort is the mdadm --layout spelling of a raid10 layout
 // ("n2", "f2", "o2"), for JSON.
 func r10LayoutShort(layout uint32) string {
-	near := layout & 255
-	far := (layout >> 8) & 255
+	near, far := superblock.RAID10Near(layout), superblock.RAID10Far(layout)
 	switch {
 	case far <= 1:
-		return "n" + strconv.Itoa(int(near))
-	case layout&0x10000 != 0 && near <= 1:
-		return "o" + strconv.Itoa(int(far))
+		return "n" + strconv.Itoa(near)
+	case superblock.RAID10Offset(layout) && near <= 1:
+		return "o" + strconv.Itoa(far)
 	case near <= 1:
-		return "f" + strconv.Itoa(int(far))
+		return "f" + strconv.Itoa(far)
 	}
 	return r10LayoutText(layout)
 }
