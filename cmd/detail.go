@@ -349,7 +349,7 @@ func (d *detailView) arrayState() []string {
 	switch {
 	case !st.Clean:
 		words = append(words, "active")
-	case st.Level == 0 || st.Level == -1:
+	case st.Level == superblock.LevelRAID0 || st.Level == superblock.LevelLinear:
 		// mdadm prints the sysfs array_state for raid0 and linear.
 		if st.ReadOnly {
 			words = append(words, "readonly")
@@ -504,7 +504,7 @@ func (d *detailView) writeTable(w io.Writer) {
 		if s&mdDiskSync != 0 {
 			fmt.Fprint(w, " sync")
 			lay := uint32(d.st.Layout)
-			if d.st.Level == 10 && lay&^0x1FFFF == 0 {
+			if d.st.Level == superblock.LevelRAID10 && lay&^0x1FFFF == 0 {
 				nc, fc := superblock.RAID10Near(lay), superblock.RAID10Far(lay)
 				copies := nc * fc
 				if fc == 1 && copies > 0 && rd%copies == 0 && copies <= 26 {

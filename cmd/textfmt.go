@@ -153,21 +153,17 @@ func rfc4122UUID(u [16]byte) string {
 }
 
 // mapping is one row of an mdadm name table; the tables are mdadm's
-// (internal/mdadm/plan): pers[], r5layout[], r6layout[], r0layout[].
+// (internal/mdadm/plan): pers[], r5layout[], r6layout[].
 type mapping = plan.Mapping
 
 var (
 	persTable     = plan.PersTable
 	r5LayoutTable = plan.R5LayoutTable
 	r6LayoutTable = plan.R6LayoutTable
-	r0LayoutTable = plan.R0LayoutTable
 )
 
 // mapNum is mdadm's map_num: the first name for num, or "" and false.
 func mapNum(t []mapping, num int) (string, bool) { return plan.MapNum(t, num) }
-
-// mapName is the number for a name (case-insensitive), or false.
-func mapName(t []mapping, name string) (int, bool) { return plan.MapNameFold(t, name) }
 
 // unknownName is what mdadm prints where map_num finds nothing
 // ("c ? c : \"-unknown-\"").
@@ -196,26 +192,18 @@ func levelNameOrNull(level int) string {
 // (raid0 only when the RAID0_LAYOUT feature is set: pass raid0Layout).
 // raid10 layouts use r10LayoutText. Unknown values give "-unknown-".
 func layoutName(level int, layout uint32, raid0Layout bool) (string, bool) {
-	var t []mapping
 	switch level {
-	case 0:
+	case superblock.LevelRAID0:
 		if !raid0Layout {
 			return "", false
 		}
-		t = r0LayoutTable
-	case 5:
-		t = r5LayoutTable
-	case 6:
-		t = r6LayoutTable
-	case 10:
+	case superblock.LevelRAID5, superblock.LevelRAID6:
+	case superblock.LevelRAID10:
 		return r10LayoutText(layout), true
 	default:
 		return "", false
 	}
-	if n, ok := mapNum(t, int(int32(layout))); ok {
-		return n, true
-	}
-	return unknownName, true
+	return plan.LayoutName(level, layout), true
 }
 
 // r10LayoutText is what mdadm's print_r10_layout writes after "Layout :":

@@ -13,8 +13,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"mdtool/internal/mdadm/plan"
-	"mdtool/superblock"
 	"os"
 	"path/filepath"
 	"sort"
@@ -23,6 +21,9 @@ import (
 	"sync"
 
 	"golang.org/x/sys/unix"
+
+	"mdtool/internal/mdadm/plan"
+	"mdtool/superblock"
 )
 
 // Paths are the locations Load reads when it is given no path: File, or
