@@ -18,6 +18,7 @@ import (
 	"mdtool/engine"
 	"mdtool/internal/daemon"
 	"mdtool/internal/mdadm/member"
+	"mdtool/internal/mdadm/plan"
 	"mdtool/internal/serve/metrics"
 	"mdtool/ioctl"
 	"mdtool/superblock"
@@ -838,64 +839,6 @@ func superProblem(err error) string {
 	return fmt.Sprintf("invalid superblock: %v", err)
 }
 
-// enough is mdadm's enough(): can the array serve its data with the
-// roles in avail?
-func enough(level, raidDisks int, layout uint32, clean bool, avail []bool) bool {
-	n := 0
-	for i := 0; i < raidDisks && i < len(avail); i++ {
-		if avail[i] {
-			n++
-		}
-	}
-	switch level {
-	case 10:
-		copies := int(layout&255) * int((layout>>8)&255)
-		first := 0
-		if raidDisks == 0 || copies == 0 {
-			return false
-		}
-		for {
-			cnt := 0
-			this := first
-			for k := 0; k < copies; k++ {
-				if this < len(avail) && avail[this] {
-					cnt++
-				}
-				this = (this + 1) % raidDisks
-			}
-			if cnt == 0 {
-				return false
-			}
-			first = (first + int(layout&255)) % raidDisks
-			if first == 0 {
-				return true
-			}
-		}
-	case -4: // multipath
-		return n >= 1
-	case -1, 0:
-		return n == raidDisks
-	case 1:
-		return n >= 1
-	case 4:
-		if n == raidDisks-1 && !avail[raidDisks-1] {
-			return true
-		}
-		fallthrough
-	case 5:
-		if clean {
-			return n >= raidDisks-1
-		}
-		return n >= raidDisks
-	case 6:
-		if clean {
-			return n >= raidDisks-2
-		}
-		return n >= raidDisks
-	}
-	return false
-}
-
 func plural(n int) string {
 	if n == 1 {
 		return ""
@@ -1191,7 +1134,7 @@ func (as *assembler) loadAndStart(j assembleJob, mddev, name string, devs []*asm
 			}
 		}
 	}
-	if as.o.force && !clean && !enough(level, rd, layout, false, avail) {
+	if as.o.force && !clean && !plan.Enough(level, rd, layout, false, avail) {
 		switch level {
 		case 4, 5, 6:
 			if csb.ResyncOffset != superblock.MaxSector {
@@ -1245,7 +1188,7 @@ func (as *assembler) loadAndStart(j assembleJob, mddev, name string, devs []*asm
 	}
 	startPartialOK := runstop >= 0 && (as.o.force || !j.inargv || j.auto)
 	reqCnt := workingDisks(csb)
-	if !(runstop == 1 || (runstop <= 0 && enough(level, rd, layout, clean, avail) &&
+	if !(runstop == 1 || (runstop <= 0 && plan.Enough(level, rd, layout, clean, avail) &&
 		(okcnt+rebuilding >= reqCnt || startPartialOK))) {
 		var b strings.Builder
 		if runstop == -1 {
@@ -1270,9 +1213,9 @@ func (as *assembler) loadAndStart(j assembleJob, mddev, name string, devs []*asm
 				fmt.Fprintf(&b, " and %d spare%s", sparecnt, plural(sparecnt))
 			}
 			switch {
-			case !enough(level, rd, layout, true, avail):
+			case !plan.Enough(level, rd, layout, true, avail):
 				b.WriteString(" - not enough to start the array.\n")
-			case !enough(level, rd, layout, clean, avail):
+			case !plan.Enough(level, rd, layout, clean, avail):
 				b.WriteString(" - not enough to start the array while not clean - consider --force.\n")
 			default:
 				if reqCnt == rd {
@@ -1286,10 +1229,10 @@ func (as *assembler) loadAndStart(j assembleJob, mddev, name string, devs []*asm
 		}
 		return 1
 	}
-	if !enough(level, rd, layout, true, avail) || !enough(level, rd, layout, clean, avail) {
+	if !plan.Enough(level, rd, layout, true, avail) || !plan.Enough(level, rd, layout, clean, avail) {
 		// RUN_ARRAY would fail in the kernel.
 		as.errf("failed to RUN_ARRAY %s: Input/output error\n", mddev)
-		if !enough(level, rd, layout, true, avail) {
+		if !plan.Enough(level, rd, layout, true, avail) {
 			as.errf("Not enough devices to start the array.\n")
 		} else {
 			as.errf("Not enough devices to start the array while not clean - consider --force.\n")
@@ -1332,7 +1275,7 @@ func (as *assembler) forceArray(devs []*asmDev, best map[int]int, bestcnt, rd, m
 	level int, layout uint32) (int, bool) {
 	okcnt := 0
 	mr := devs[mostRecent]
-	for !enough(level, rd, layout, true, avail) {
+	for !plan.Enough(level, rd, layout, true, avail) {
 		chosen := -1
 		for i := 0; i < rd*2 && i < bestcnt; i += 2 {
 			k, ok := best[i]

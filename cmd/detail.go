@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"mdtool/internal/daemon"
+	"mdtool/internal/mdadm/plan"
 	"mdtool/superblock"
 )
 
@@ -330,7 +331,7 @@ func (d *detailView) testStatus() ExitCode {
 	if d.availCount() < d.st.RaidDisks {
 		rv |= ExitTestDegraded
 	}
-	if !enough(d.st.Level, d.st.RaidDisks, uint32(d.st.Layout), true, d.avail) {
+	if !plan.Enough(d.st.Level, d.st.RaidDisks, uint32(d.st.Layout), true, d.avail) {
 		rv = ExitTestFailed
 	}
 	return rv
@@ -345,7 +346,7 @@ func (d *detailView) arrayState() []string {
 	switch {
 	case !st.Clean:
 		words = append(words, "active")
-	case st.Level == 0 || st.Level == -1:
+	case st.Level == superblock.LevelRAID0 || st.Level == superblock.LevelLinear:
 		// mdadm prints the sysfs array_state for raid0 and linear.
 		if st.ReadOnly {
 			words = append(words, "readonly")
@@ -357,7 +358,7 @@ func (d *detailView) arrayState() []string {
 	}
 	switch {
 	case d.availCount() == st.RaidDisks:
-	case !enough(st.Level, st.RaidDisks, uint32(st.Layout), true, d.avail):
+	case !plan.Enough(st.Level, st.RaidDisks, uint32(st.Layout), true, d.avail):
 		words = append(words, "FAILED")
 	default:
 		words = append(words, "degraded")
@@ -500,8 +501,8 @@ func (d *detailView) writeTable(w io.Writer) {
 		if s&mdDiskSync != 0 {
 			fmt.Fprint(w, " sync")
 			lay := uint32(d.st.Layout)
-			if d.st.Level == 10 && lay&^0x1FFFF == 0 {
-				nc, fc := int(lay&0xff), int((lay>>8)&0xff)
+			if d.st.Level == superblock.LevelRAID10 && lay&^0x1FFFF == 0 {
+				nc, fc := superblock.RAID10Near(lay), superblock.RAID10Far(lay)
 				copies := nc * fc
 				if fc == 1 && copies > 0 && rd%copies == 0 && copies <= 26 {
 					fmt.Fprintf(w, " set-%c", 'A'+disk.raidDisk%copies)

@@ -16,6 +16,7 @@ import (
 	"unicode/utf8"
 
 	"mdtool/internal/fixture"
+	mdconf "mdtool/internal/mdadm/conf"
 	"mdtool/internal/mdvm"
 	"mdtool/superblock"
 )
@@ -163,9 +164,9 @@ func diffText(want, got string) string {
 // setMapDev replaces mdtool's device-number lookup (the 0.90 device table)
 // for the duration of the test.
 func setMapDev(t *testing.T, f func(major, minor uint32) string) {
-	old := mapDevFunc
-	mapDevFunc = f
-	t.Cleanup(func() { mapDevFunc = old })
+	old, oldNameDev := mapDevFunc, mdconf.NameDev
+	mapDevFunc, mdconf.NameDev = f, f
+	t.Cleanup(func() { mapDevFunc, mdconf.NameDev = old, oldNameDev })
 }
 
 // vmDevName names the VM's disks: virtio-blk major 254, 16 minors per
@@ -690,18 +691,19 @@ func (e *vmEnv) install(t *testing.T) {
 	for d, num := range e.cf.DevNums {
 		byNum[num] = e.imgs[d]
 	}
-	oldMap, oldParts := mapDevFunc, ProcPartitions
+	oldMap, oldNameDev, oldParts := mapDevFunc, mdconf.NameDev, mdconf.ProcPartitions
 	oldConf := [4]string{DefaultMdadmConf, DefaultMdadmConfDir, AltMdadmConf, AltMdadmConfDir}
 	mapDevFunc = func(major, minor uint32) string { return byNum[fmt.Sprintf("%d:%d", major, minor)] }
-	ProcPartitions = filepath.Join(e.dir, "partitions")
-	if err := os.WriteFile(ProcPartitions, []byte(e.cf.Partitions), 0o644); err != nil {
+	mdconf.NameDev = mapDevFunc
+	mdconf.ProcPartitions = filepath.Join(e.dir, "partitions")
+	if err := os.WriteFile(mdconf.ProcPartitions, []byte(e.cf.Partitions), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	none := filepath.Join(e.dir, "no-such-dir")
 	DefaultMdadmConf, DefaultMdadmConfDir = filepath.Join(none, "mdadm.conf"), filepath.Join(none, "mdadm.conf.d")
 	AltMdadmConf, AltMdadmConfDir = filepath.Join(none, "alt.conf"), filepath.Join(none, "alt.conf.d")
 	t.Cleanup(func() {
-		mapDevFunc, ProcPartitions = oldMap, oldParts
+		mapDevFunc, mdconf.NameDev, mdconf.ProcPartitions = oldMap, oldNameDev, oldParts
 		DefaultMdadmConf, DefaultMdadmConfDir, AltMdadmConf, AltMdadmConfDir = oldConf[0], oldConf[1], oldConf[2], oldConf[3]
 	})
 }

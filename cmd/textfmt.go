@@ -8,6 +8,7 @@ package cmd
 import (
 	"fmt"
 	"mdtool/internal/mdadm/plan"
+	"mdtool/superblock"
 	"strconv"
 	"strings"
 	"time"
@@ -151,65 +152,18 @@ func rfc4122UUID(u [16]byte) string {
 	return h[0:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:32]
 }
 
-// mapping is one row of an mdadm name table (maps.c mapping_t).
-type mapping struct {
-	name string
-	num  int
-}
+// mapping is one row of an mdadm name table; the tables are mdadm's
+// (internal/mdadm/plan): pers[], r5layout[], r6layout[].
+type mapping = plan.Mapping
 
-// persTable is mdadm's pers[]: level names. The first name listed for a
-// number is the one mdadm prints (map_num).
-var persTable = []mapping{
-	{"linear", -1}, {"raid0", 0}, {"0", 0}, {"stripe", 0},
-	{"raid1", 1}, {"1", 1}, {"mirror", 1}, {"raid4", 4}, {"4", 4},
-	{"raid5", 5}, {"5", 5}, {"multipath", -4}, {"mp", -4},
-	{"raid6", 6}, {"6", 6}, {"raid10", 10}, {"10", 10},
-	{"faulty", -5}, {"container", -100},
-}
-
-// r5LayoutTable is mdadm's r5layout[].
-var r5LayoutTable = []mapping{
-	{"left-asymmetric", 0}, {"right-asymmetric", 1}, {"left-symmetric", 2}, {"right-symmetric", 3},
-	{"default", 2}, {"la", 0}, {"ra", 1}, {"ls", 2}, {"rs", 3},
-	{"parity-first", 4}, {"parity-last", 5},
-	{"ddf-zero-restart", 1}, {"ddf-N-restart", 0}, {"ddf-N-continue", 2},
-}
-
-// r6LayoutTable is mdadm's r6layout[].
-var r6LayoutTable = []mapping{
-	{"left-asymmetric", 0}, {"right-asymmetric", 1}, {"left-symmetric", 2}, {"right-symmetric", 3},
-	{"default", 2}, {"la", 0}, {"ra", 1}, {"ls", 2}, {"rs", 3},
-	{"parity-first", 4}, {"parity-last", 5},
-	{"ddf-zero-restart", 8}, {"ddf-N-restart", 9}, {"ddf-N-continue", 10},
-	{"left-asymmetric-6", 16}, {"right-asymmetric-6", 17}, {"left-symmetric-6", 18},
-	{"right-symmetric-6", 19}, {"parity-first-6", 20},
-}
-
-// r0LayoutTable is mdadm's r0layout[].
-var r0LayoutTable = []mapping{
-	{"original", 1}, {"alternate", 2}, {"1", 1}, {"2", 2}, {"dangerous", 0},
-}
+var (
+	persTable     = plan.PersTable
+	r5LayoutTable = plan.R5LayoutTable
+	r6LayoutTable = plan.R6LayoutTable
+)
 
 // mapNum is mdadm's map_num: the first name for num, or "" and false.
-func mapNum(t []mapping, num int) (string, bool) {
-	for _, m := range t {
-		if m.num == num {
-			return m.name, true
-		}
-	}
-	return "", false
-}
-
-// mapName is mdadm's map_name: the number for a name (case-insensitive),
-// or false.
-func mapName(t []mapping, name string) (int, bool) {
-	for _, m := range t {
-		if strings.EqualFold(m.name, name) {
-			return m.num, true
-		}
-	}
-	return 0, false
-}
+func mapNum(t []mapping, num int) (string, bool) { return plan.MapNum(t, num) }
 
 // unknownName is what mdadm prints where map_num finds nothing
 // ("c ? c : \"-unknown-\"").
@@ -238,26 +192,18 @@ func levelNameOrNull(level int) string {
 // (raid0 only when the RAID0_LAYOUT feature is set: pass raid0Layout).
 // raid10 layouts use r10LayoutText. Unknown values give "-unknown-".
 func layoutName(level int, layout uint32, raid0Layout bool) (string, bool) {
-	var t []mapping
 	switch level {
-	case 0:
+	case superblock.LevelRAID0:
 		if !raid0Layout {
 			return "", false
 		}
-		t = r0LayoutTable
-	case 5:
-		t = r5LayoutTable
-	case 6:
-		t = r6LayoutTable
-	case 10:
+	case superblock.LevelRAID5, superblock.LevelRAID6:
+	case superblock.LevelRAID10:
 		return r10LayoutText(layout), true
 	default:
 		return "", false
 	}
-	if n, ok := mapNum(t, int(int32(layout))); ok {
-		return n, true
-	}
-	return unknownName, true
+	return plan.LayoutName(level, layout), true
 }
 
 // r10LayoutText is what mdadm's print_r10_layout writes after "Layout :":
@@ -265,39 +211,24 @@ func layoutName(level int, layout uint32, raid0Layout bool) (string, bool) {
 // with bit 16) unless far copies are 1, and "NO REDUNDANCY" (no space)
 // when both are 1. The text starts with a space except in that last case.
 func r10LayoutText(layout uint32) string {
-	near := int(layout & 255)
-	far := int((layout >> 8) & 255)
-	var b strings.Builder
-	sep := ""
-	if near != 1 {
-		fmt.Fprintf(&b, "%s near=%d", sep, near)
-		sep = ","
+	t := plan.LayoutName(superblock.LevelRAID10, layout)
+	if t == "NO REDUNDANCY" {
+		return t
 	}
-	if far != 1 {
-		kind := "far"
-		if layout&0x10000 != 0 {
-			kind = "offset"
-		}
-		fmt.Fprintf(&b, "%s %s=%d", sep, kind, far)
-	}
-	if near*far == 1 {
-		b.WriteString("NO REDUNDANCY")
-	}
-	return b.String()
+	return " " + t
 }
 
 // r10LayoutShort is the mdadm --layout spelling of a raid10 layout
 // ("n2", "f2", "o2"), for JSON.
 func r10LayoutShort(layout uint32) string {
-	near := layout & 255
-	far := (layout >> 8) & 255
+	near, far := superblock.RAID10Near(layout), superblock.RAID10Far(layout)
 	switch {
 	case far <= 1:
-		return "n" + strconv.Itoa(int(near))
-	case layout&0x10000 != 0 && near <= 1:
-		return "o" + strconv.Itoa(int(far))
+		return "n" + strconv.Itoa(near)
+	case superblock.RAID10Offset(layout) && near <= 1:
+		return "o" + strconv.Itoa(far)
 	case near <= 1:
-		return "f" + strconv.Itoa(int(far))
+		return "f" + strconv.Itoa(far)
 	}
 	return r10LayoutText(layout)
 }

@@ -166,12 +166,6 @@ func TestLevelAndLayoutNames(t *testing.T) {
 			t.Errorf("r10LayoutShort(%#x) = %q, want %q", c.layout, got, c.short)
 		}
 	}
-	if n, ok := mapName(persTable, "MIRROR"); !ok || n != 1 {
-		t.Errorf("mapName(mirror) = %d, %v", n, ok)
-	}
-	if _, ok := mapName(persTable, "raid7"); ok {
-		t.Error("mapName(raid7) found something")
-	}
 }
 
 func TestPrintQuotedEscape(t *testing.T) {

@@ -5,8 +5,10 @@ import (
 	"sync"
 )
 
-// buf is a pooled, 4 KiB-aligned buffer.
-type buf struct {
+// Buf is a pooled, 4 KiB-aligned buffer: mdtool's one aligned buffer
+// pool, for the array's member I/O and stripe work and for the NBD
+// server's request payloads (GetBuf, PutBuf).
+type Buf struct {
 	b     []byte // len = requested size
 	full  []byte
 	class int
@@ -16,6 +18,8 @@ const (
 	minBufShift = 12 // 4 KiB
 	maxBufShift = 26 // 64 MiB
 )
+
+type buf = Buf
 
 var bufPools [maxBufShift - minBufShift + 1]sync.Pool
 
@@ -54,4 +58,25 @@ func putBuf(b *buf) {
 		return
 	}
 	bufPools[b.class].Put(b)
+}
+
+// GetBuf returns a 4 KiB-aligned buffer of n bytes from the pool,
+// contents undefined; PutBuf gives it back.
+func GetBuf(n int) *Buf { return getBuf(n) }
+
+// PutBuf returns a buffer from GetBuf to the pool; b must not be used
+// afterwards. nil is ignored.
+func PutBuf(b *Buf) { putBuf(b) }
+
+// Bytes is the buffer: n bytes for GetBuf(n).
+func (b *Buf) Bytes() []byte { return b.b }
+
+// BufCap is the memory GetBuf(n) takes: its size class (n itself beyond
+// the largest class).
+func BufCap(n int) int64 {
+	c := bufClass(n)
+	if c >= len(bufPools) {
+		return int64(n)
+	}
+	return 1 << (c + minBufShift)
 }

@@ -75,6 +75,42 @@ const (
 	LevelRAID10    = 10
 )
 
+// Layout values as stored in the layout field: raid0's layouts (honoured
+// only with FeatureRAID0Layout) and the raid4/5/6 algorithms (md's
+// ALGORITHM_*). raid10's layout is a bit field: near copies in bits 0-7,
+// far copies in bits 8-15, offset in bit 16 (RAID10Near, RAID10Far,
+// RAID10Offset read it).
+const (
+	LayoutRAID0Dangerous = 0 // unspecified (RAID0_ORIG_LAYOUT not recorded)
+	LayoutRAID0Original  = 1 // RAID0_ORIG_LAYOUT: kernels before 3.14
+	LayoutRAID0Alternate = 2 // RAID0_ALT_MULTIZONE_LAYOUT: 3.14 and later
+
+	LayoutLeftAsymmetric   = 0
+	LayoutRightAsymmetric  = 1
+	LayoutLeftSymmetric    = 2
+	LayoutRightSymmetric   = 3
+	LayoutParityFirst      = 4
+	LayoutParityLast       = 5
+	LayoutDDFZeroRestart   = 8
+	LayoutDDFNRestart      = 9
+	LayoutDDFNContinue     = 10
+	LayoutLeftAsymmetric6  = 16
+	LayoutRightAsymmetric6 = 17
+	LayoutLeftSymmetric6   = 18
+	LayoutRightSymmetric6  = 19
+	LayoutParityFirst6     = 20
+)
+
+// RAID10Near is the near-copies count of a raid10 layout value.
+func RAID10Near(layout uint32) int { return int(layout & 255) }
+
+// RAID10Far is the far-copies count of a raid10 layout value.
+func RAID10Far(layout uint32) int { return int(layout >> 8 & 255) }
+
+// RAID10Offset reports whether a raid10 layout value has the offset bit
+// (far copies offset by one chunk instead of a device's half).
+func RAID10Offset(layout uint32) bool { return layout&0x10000 != 0 }
+
 // ErrBadMagic is returned when the buffer does not start with MD_SB_MAGIC.
 var ErrBadMagic = errors.New("superblock: bad magic")
 

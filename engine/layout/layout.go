@@ -17,20 +17,22 @@ package layout
 import (
 	"errors"
 	"fmt"
+
+	"mdtool/superblock"
 )
 
 // Level is the md RAID level as stored in the superblock.
 type Level int
 
-// The levels this package maps.
+// The levels this package maps (the format's numbers, package superblock).
 const (
-	Linear Level = -1
-	RAID0  Level = 0
-	RAID1  Level = 1
-	RAID4  Level = 4
-	RAID5  Level = 5
-	RAID6  Level = 6
-	RAID10 Level = 10
+	Linear Level = superblock.LevelLinear
+	RAID0  Level = superblock.LevelRAID0
+	RAID1  Level = superblock.LevelRAID1
+	RAID4  Level = superblock.LevelRAID4
+	RAID5  Level = superblock.LevelRAID5
+	RAID6  Level = superblock.LevelRAID6
+	RAID10 Level = superblock.LevelRAID10
 )
 
 func (l Level) String() string {
@@ -43,29 +45,29 @@ func (l Level) String() string {
 	return fmt.Sprintf("level(%d)", int(l))
 }
 
-// RAID0 layout values (superblock layout field, honoured only with the
-// MD_FEATURE_RAID0_LAYOUT feature bit).
+// RAID0 layout values and raid5/raid6 algorithms: the superblock's
+// layout field (package superblock).
 const (
-	RAID0Original  = 1 // RAID0_ORIG_LAYOUT: kernels before 3.14
-	RAID0Alternate = 2 // RAID0_ALT_MULTIZONE_LAYOUT: kernels 3.14 and later
+	RAID0Original  = superblock.LayoutRAID0Original
+	RAID0Alternate = superblock.LayoutRAID0Alternate
+
+	LeftAsymmetric   = superblock.LayoutLeftAsymmetric
+	RightAsymmetric  = superblock.LayoutRightAsymmetric
+	LeftSymmetric    = superblock.LayoutLeftSymmetric
+	RightSymmetric   = superblock.LayoutRightSymmetric
+	ParityFirst      = superblock.LayoutParityFirst
+	ParityLast       = superblock.LayoutParityLast
+	DDFZeroRestart   = superblock.LayoutDDFZeroRestart
+	DDFNRestart      = superblock.LayoutDDFNRestart
+	DDFNContinue     = superblock.LayoutDDFNContinue
+	LeftAsymmetric6  = superblock.LayoutLeftAsymmetric6
+	RightAsymmetric6 = superblock.LayoutRightAsymmetric6
+	LeftSymmetric6   = superblock.LayoutLeftSymmetric6
+	RightSymmetric6  = superblock.LayoutRightSymmetric6
+	ParityFirst6     = superblock.LayoutParityFirst6
 )
 
-// raid5/raid6 algorithms (superblock layout field).
 const (
-	LeftAsymmetric     = 0
-	RightAsymmetric    = 1
-	LeftSymmetric      = 2
-	RightSymmetric     = 3
-	ParityFirst        = 4
-	ParityLast         = 5
-	DDFZeroRestart     = 8
-	DDFNRestart        = 9
-	DDFNContinue       = 10
-	LeftAsymmetric6    = 16
-	RightAsymmetric6   = 17
-	LeftSymmetric6     = 18
-	RightSymmetric6    = 19
-	ParityFirst6       = 20
 	pageSectors        = 8 // PAGE_SIZE (4096) in sectors
 	maxRAID10LayoutBit = 19
 )

@@ -1,5 +1,7 @@
 package layout
 
+import "mdtool/superblock"
+
 // RAID10Geometry is md's raid10: near, far and offset copies
 // (raid10.c setup_geo, calc_sectors, raid10_size, __raid10_find_phys,
 // raid10_find_virt).
@@ -30,9 +32,9 @@ func NewRAID10(p Params) (*RAID10Geometry, error) {
 	n := p.RaidDisks
 	g := &RAID10Geometry{
 		n:      n,
-		nc:     l & 255,
-		fc:     (l >> 8) & 255,
-		offset: l&(1<<16) != 0,
+		nc:     superblock.RAID10Near(uint32(l)),
+		fc:     superblock.RAID10Far(uint32(l)),
+		offset: superblock.RAID10Offset(uint32(l)),
 		chunk:  p.ChunkSectors,
 		shift:  log2(p.ChunkSectors),
 	}

@@ -14,6 +14,7 @@ import (
 	"mdtool/engine"
 	"mdtool/engine/layout"
 	"mdtool/internal/mdadm/member"
+	"mdtool/internal/mdadm/plan"
 	"mdtool/internal/mdadm/probe"
 	"mdtool/ioctl"
 	"mdtool/superblock"
@@ -507,56 +508,14 @@ func (s *Service) enough() bool {
 			avail[mi.Role] = true
 		}
 	}
-	near, copies := 0, 0
+	var lay uint32
 	if r10, ok := g.(*layout.RAID10Geometry); ok {
-		near, copies = r10.NearCopies(), r10.NearCopies()*r10.FarCopies()
-	}
-	return Enough(int(g.Level()), rd, near, copies, avail)
-}
-
-// Enough is mdadm's enough() for a clean array: whether the members in
-// avail (by role) hold every block. nearCopies is raid10's near copies
-// and copies its near × far copies (ignored for the other levels).
-func Enough(level, raidDisks, nearCopies, copies int, avail []bool) bool {
-	n := 0
-	for i := 0; i < raidDisks && i < len(avail); i++ {
-		if avail[i] {
-			n++
+		lay = uint32(r10.NearCopies()) | uint32(r10.FarCopies())<<8
+		if r10.Offset() {
+			lay |= 0x10000
 		}
 	}
-	switch level {
-	case 10:
-		if raidDisks == 0 || nearCopies <= 0 || copies <= 0 {
-			return n == raidDisks
-		}
-		// Every group of copies adjacent roles, starting at multiples of
-		// nearCopies, needs one member.
-		first := 0
-		for {
-			cnt := 0
-			this := first
-			for k := 0; k < copies; k++ {
-				if this < len(avail) && avail[this] {
-					cnt++
-				}
-				this = (this + 1) % raidDisks
-			}
-			if cnt == 0 {
-				return false
-			}
-			first = (first + nearCopies) % raidDisks
-			if first == 0 {
-				return true
-			}
-		}
-	case 1:
-		return n >= 1
-	case 4, 5:
-		return n >= raidDisks-1
-	case 6:
-		return n >= raidDisks-2
-	}
-	return n == raidDisks
+	return plan.Enough(int(g.Level()), rd, lay, true, avail)
 }
 
 // alignedReader reads any range of a device that only takes reads

@@ -79,18 +79,43 @@ func StoredName(name, homehost string) string {
 	return name
 }
 
-// ResolveHomehost turns a --homehost value into the homehost mdadm uses:
-// "" (not given), "<system>" and "<ignore>" mean the system host name;
-// "<none>" means none (returned as ""). Anything else, "any" included, is
-// used literally. The keywords are case-insensitive.
-func ResolveHomehost(homehost, systemHostname string) string {
-	if homehost == "" || strings.EqualFold(homehost, "<system>") || strings.EqualFold(homehost, "<ignore>") {
-		homehost = systemHostname
+// ResolveHomehost is mdadm 4.2's homehost rule (mdadm.c's main, config.c's
+// HOMEHOST line), the one home of it. flag is --homehost and flagGiven
+// whether it was given; confHomehost is mdadm.conf's HOMEHOST word (the
+// first one other than <ignore>, "<none>" read as ""), nil without one;
+// hostname is gethostname.
+//
+//   - --homehost=<ignore> skips mdadm.conf; another --homehost wins over
+//     it; otherwise mdadm.conf's word is used;
+//   - nothing, or "<system>", means the system host name (cut to 255
+//     bytes; none when hostname fails);
+//   - "" or "<none>" means no homehost, returned as "".
+//
+// The keywords are case-insensitive; anything else ("any" included) is
+// used literally.
+func ResolveHomehost(flag string, flagGiven bool, confHomehost *string, hostname func() (string, error)) string {
+	hh, have := "", false
+	if flagGiven && !strings.EqualFold(flag, "<ignore>") {
+		hh, have = flag, true
 	}
-	if strings.EqualFold(homehost, "<none>") {
+	if !have && !(flagGiven && strings.EqualFold(flag, "<ignore>")) && confHomehost != nil {
+		hh, have = *confHomehost, true
+	}
+	if !have || strings.EqualFold(hh, "<system>") {
+		if hostname != nil {
+			if n, err := hostname(); err == nil {
+				// gethostname into a 256-byte buffer, NUL terminated.
+				if len(n) > 255 {
+					n = n[:255]
+				}
+				hh, have = n, true
+			}
+		}
+	}
+	if !have || hh == "" || strings.EqualFold(hh, "<none>") {
 		return ""
 	}
-	return homehost
+	return hh
 }
 
 func isDigit(c byte) bool { return c >= '0' && c <= '9' }

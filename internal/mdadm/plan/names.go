@@ -4,54 +4,59 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"mdtool/superblock"
 )
 
-// RAID levels as stored in the superblock's level field.
+// The levels and layout values are the format's (package superblock);
+// these names refer to them for the mdadm rules written in their terms.
 const (
-	LevelLinear    = -1
-	LevelRAID0     = 0
-	LevelRAID1     = 1
-	LevelRAID4     = 4
-	LevelRAID5     = 5
-	LevelRAID6     = 6
-	LevelRAID10    = 10
-	LevelMultipath = -4
-	LevelFaulty    = -5
+	LevelLinear    = superblock.LevelLinear
+	LevelRAID0     = superblock.LevelRAID0
+	LevelRAID1     = superblock.LevelRAID1
+	LevelRAID4     = superblock.LevelRAID4
+	LevelRAID5     = superblock.LevelRAID5
+	LevelRAID6     = superblock.LevelRAID6
+	LevelRAID10    = superblock.LevelRAID10
+	LevelMultipath = superblock.LevelMultipath
+	LevelFaulty    = superblock.LevelFaulty
+	// LevelContainer is mdadm's LEVEL_CONTAINER (external metadata); it
+	// is never stored in an md superblock.
 	LevelContainer = -100
 )
 
-// raid4/5/6 layout values (mdadm's ALGORITHM_*).
+// raid4/5/6 layout values (mdadm's ALGORITHM_*) and raid0 layouts.
 const (
-	LayoutLeftAsymmetric   = 0
-	LayoutRightAsymmetric  = 1
-	LayoutLeftSymmetric    = 2
-	LayoutRightSymmetric   = 3
-	LayoutParityFirst      = 4
-	LayoutParityLast       = 5
-	LayoutDDFZeroRestart   = 8
-	LayoutDDFNRestart      = 9
-	LayoutDDFNContinue     = 10
-	LayoutLeftAsymmetric6  = 16
-	LayoutRightAsymmetric6 = 17
-	LayoutLeftSymmetric6   = 18
-	LayoutRightSymmetric6  = 19
-	LayoutParityFirst6     = 20
-)
+	LayoutLeftAsymmetric   = superblock.LayoutLeftAsymmetric
+	LayoutRightAsymmetric  = superblock.LayoutRightAsymmetric
+	LayoutLeftSymmetric    = superblock.LayoutLeftSymmetric
+	LayoutRightSymmetric   = superblock.LayoutRightSymmetric
+	LayoutParityFirst      = superblock.LayoutParityFirst
+	LayoutParityLast       = superblock.LayoutParityLast
+	LayoutDDFZeroRestart   = superblock.LayoutDDFZeroRestart
+	LayoutDDFNRestart      = superblock.LayoutDDFNRestart
+	LayoutDDFNContinue     = superblock.LayoutDDFNContinue
+	LayoutLeftAsymmetric6  = superblock.LayoutLeftAsymmetric6
+	LayoutRightAsymmetric6 = superblock.LayoutRightAsymmetric6
+	LayoutLeftSymmetric6   = superblock.LayoutLeftSymmetric6
+	LayoutRightSymmetric6  = superblock.LayoutRightSymmetric6
+	LayoutParityFirst6     = superblock.LayoutParityFirst6
 
-// raid0 layout values.
-const (
-	RAID0LayoutDangerous = 0 // unspecified
-	RAID0LayoutOriginal  = 1 // pre-3.14 kernels
-	RAID0LayoutAlternate = 2 // 3.14+ kernels
+	RAID0LayoutDangerous = superblock.LayoutRAID0Dangerous
+	RAID0LayoutOriginal  = superblock.LayoutRAID0Original
+	RAID0LayoutAlternate = superblock.LayoutRAID0Alternate
 )
 
 // DefaultChunkKiB is mdadm's DEFAULT_CHUNK.
 const DefaultChunkKiB = 512
 
-type mapping struct {
-	name string
-	num  int
+// Mapping is one row of an mdadm name table (maps.c mapping_t).
+type Mapping struct {
+	Name string
+	Num  int
 }
+
+type mapping = Mapping
 
 // Tables in mdadm's order: the first entry with a value is the name mdadm
 // prints for it.
@@ -116,10 +121,19 @@ var r0Layouts = []mapping{
 	{"dangerous", 0},
 }
 
+// mdadm's tables: pers[] (level names), r5layout[], r6layout[] and
+// r0layout[], for the callers that print or read with map_num/map_name.
+var (
+	PersTable     = levelNames
+	R5LayoutTable = r5Layouts
+	R6LayoutTable = r6Layouts
+	R0LayoutTable = r0Layouts
+)
+
 func byName(m []mapping, s string) (int, bool) {
 	for _, e := range m {
-		if e.name == s { // mdadm's map_name: case-sensitive
-			return e.num, true
+		if e.Name == s { // mdadm's map_name: case-sensitive
+			return e.Num, true
 		}
 	}
 	return 0, false
@@ -127,11 +141,30 @@ func byName(m []mapping, s string) (int, bool) {
 
 func byNum(m []mapping, n int) (string, bool) {
 	for _, e := range m {
-		if e.num == n {
-			return e.name, true
+		if e.Num == n {
+			return e.Name, true
 		}
 	}
 	return "", false
+}
+
+// MapNum is mdadm's map_num: the first name of t for n (the one mdadm
+// prints), or false.
+func MapNum(t []Mapping, n int) (string, bool) { return byNum(t, n) }
+
+// MapName is mdadm's map_name: the number of t for a name, matched
+// case-sensitively, or false.
+func MapName(t []Mapping, name string) (int, bool) { return byName(t, name) }
+
+// MapNameFold is MapName with the name matched case-insensitively (how
+// mdtool reads mdadm.conf's level= words).
+func MapNameFold(t []Mapping, name string) (int, bool) {
+	for _, e := range t {
+		if strings.EqualFold(e.Name, name) {
+			return e.Num, true
+		}
+	}
+	return 0, false
 }
 
 // ParseLevel maps a --level argument to a level number, accepting every
@@ -233,7 +266,7 @@ func DefaultLayout(level int) uint32 {
 // RAID10Copies returns near and far copy counts and the offset flag of a
 // raid10 layout.
 func RAID10Copies(layout uint32) (near, far int, offset bool) {
-	return int(layout & 255), int(layout >> 8 & 255), layout&0x10000 != 0
+	return superblock.RAID10Near(layout), superblock.RAID10Far(layout), superblock.RAID10Offset(layout)
 }
 
 // LayoutName is the text mdadm prints after "Layout :" in --examine and
@@ -306,7 +339,7 @@ func LayoutNames(level int) []string {
 	}
 	out := make([]string, 0, len(m))
 	for _, e := range m {
-		out = append(out, e.name)
+		out = append(out, e.Name)
 	}
 	return out
 }

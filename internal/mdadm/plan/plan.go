@@ -366,7 +366,7 @@ func (p *planner) checkArguments() error {
 	if o.RaidDevices == 0 {
 		return refuse(NoRaidDevices)
 	}
-	p.homehost = ResolveHomehost(o.Homehost, o.SystemHostname)
+	p.homehost = ResolveHomehost(o.Homehost, o.Homehost != "", nil, func() (string, error) { return o.SystemHostname, nil })
 	p.r.Homehost = p.homehost
 	return nil
 }
@@ -1035,25 +1035,8 @@ func checkEnough(level int, layout uint32, raid int, present []bool) error {
 			return tooMany(2)
 		}
 	case LevelRAID10:
-		// md's raid10 "enough": every group of copies consecutive slots
-		// (stepping by the near count) must keep one member.
-		near, far, _ := RAID10Copies(layout)
-		copies := near * far
-		first := 0
-		for {
-			cnt := 0
-			for n, this := 0, first; n < copies; n, this = n+1, (this+1)%raid {
-				if present[this] {
-					cnt++
-				}
-			}
-			if cnt == 0 {
-				return refuse(RAID10CopiesMissing)
-			}
-			first = (first + near) % raid
-			if first == 0 {
-				break
-			}
+		if !Enough(level, raid, layout, true, present) {
+			return refuse(RAID10CopiesMissing)
 		}
 	}
 	return nil

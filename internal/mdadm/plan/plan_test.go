@@ -240,7 +240,8 @@ func TestStoredName(t *testing.T) {
 		{"", "", ""},
 	}
 	for _, tt := range hh {
-		if got := ResolveHomehost(tt.in, tt.sys); got != tt.want {
+		sys := func() (string, error) { return tt.sys, nil }
+		if got := ResolveHomehost(tt.in, tt.in != "", nil, sys); got != tt.want {
 			t.Errorf("ResolveHomehost(%q, %q) = %q, want %q", tt.in, tt.sys, got, tt.want)
 		}
 	}

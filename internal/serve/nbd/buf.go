@@ -1,72 +1,21 @@
 package nbd
 
 import (
-	"math/bits"
 	"sync"
 	"sync/atomic"
-	"unsafe"
+
+	"mdtool/engine"
 )
 
-// buffer is a pooled, 4 KiB-aligned payload buffer.
-type buffer struct {
-	b     []byte // len = requested size
-	full  []byte
-	class int
-}
+// buffer is a request's payload: a buffer of the engine's aligned pool.
+type buffer = engine.Buf
 
-const (
-	minBufShift = 12 // 4 KiB
-	maxBufShift = 26 // 64 MiB
-	bufAlign    = 4096
-)
+func getBuffer(n int) *buffer { return engine.GetBuf(n) }
 
-var bufPools [maxBufShift - minBufShift + 1]sync.Pool
-
-func bufClass(n int) int {
-	if n <= 1<<minBufShift {
-		return 0
-	}
-	return bits.Len(uint(n-1)) - minBufShift
-}
-
-func alignedBytes(n int) []byte {
-	raw := make([]byte, n+bufAlign)
-	skip := int(-uintptr(unsafe.Pointer(unsafe.SliceData(raw)))) & (bufAlign - 1)
-	return raw[skip : skip+n : skip+n]
-}
-
-// getBuffer returns a buffer of n bytes with undefined contents.
-func getBuffer(n int) *buffer {
-	c := bufClass(n)
-	if c >= len(bufPools) {
-		full := alignedBytes(n)
-		return &buffer{b: full, full: full, class: -1}
-	}
-	if v := bufPools[c].Get(); v != nil {
-		b := v.(*buffer)
-		b.b = b.full[:n]
-		return b
-	}
-	full := alignedBytes(1 << (c + minBufShift))
-	return &buffer{b: full[:n], full: full, class: c}
-}
-
-func putBuffer(b *buffer) {
-	if b == nil || b.class < 0 {
-		return
-	}
-	b.b = nil
-	bufPools[b.class].Put(b)
-}
+func putBuffer(b *buffer) { engine.PutBuf(b) }
 
 // bufCap is the memory getBuffer(n) takes: its size class.
-func bufCap(n int) int64 {
-	c := bufClass(n)
-	if c >= len(bufPools) {
-		return int64(n)
-	}
-	return 1 << (c + minBufShift)
-}
+func bufCap(n int) int64 { return engine.BufCap(n) }
 
 // budget bounds bytes in flight: those of one connection, or those of all
 // the connections that share Limits. Taking and returning bytes is one

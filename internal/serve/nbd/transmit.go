@@ -285,7 +285,7 @@ func (t *transmission) reader() (relieved bool, err error) {
 			r.data = getBuffer(int(r.length))
 			if r.typ == cmdWrite {
 				t.c.rseq.Add(1)
-				if _, err := io.ReadFull(br, r.data.b); err != nil {
+				if _, err := io.ReadFull(br, r.data.Bytes()); err != nil {
 					t.recycle(r)
 					return false, err
 				}
@@ -410,13 +410,13 @@ func (t *transmission) exec(r *request) {
 			return
 		}
 		var k int
-		k, err = t.be.ReadAt(r.data.b, off)
-		if err == nil && k < len(r.data.b) {
+		k, err = t.be.ReadAt(r.data.Bytes(), off)
+		if err == nil && k < len(r.data.Bytes()) {
 			err = io.ErrUnexpectedEOF
 		}
 		if err != nil {
 			// Report the bytes read before the error, in whole blocks.
-			k = max(0, min(k, len(r.data.b)-1))
+			k = max(0, min(k, len(r.data.Bytes())-1))
 			r.n = k - k%int(t.min)
 		}
 	case cmdWrite:
@@ -425,11 +425,11 @@ func (t *transmission) exec(r *request) {
 		}
 		var k int
 		if fua {
-			k, err = t.be.WriteAtFUA(r.data.b, off)
+			k, err = t.be.WriteAtFUA(r.data.Bytes(), off)
 		} else {
-			k, err = t.be.WriteAt(r.data.b, off)
+			k, err = t.be.WriteAt(r.data.Bytes(), off)
 		}
-		if err == nil && k < len(r.data.b) {
+		if err == nil && k < len(r.data.Bytes()) {
 			err = io.ErrShortWrite
 		}
 		t.recycleData(r)
@@ -645,12 +645,12 @@ func (t *transmission) encode(r *request) {
 		case r.errno == 0:
 			t.chunkHeader(replyFlagDone, replyTypeOffsetData, r.cookie, 8+r.length)
 			t.wbuf = binary.BigEndian.AppendUint64(t.wbuf, r.off)
-			t.payload(r.data.b)
+			t.payload(r.data.Bytes())
 		case r.data != nil: // the Backend failed: report what was read, then where it failed
 			if r.n > 0 {
 				t.chunkHeader(0, replyTypeOffsetData, r.cookie, 8+uint32(r.n))
 				t.wbuf = binary.BigEndian.AppendUint64(t.wbuf, r.off)
-				t.payload(r.data.b[:r.n])
+				t.payload(r.data.Bytes()[:r.n])
 			}
 			t.errorChunk(r, true, r.off+uint64(r.n))
 		default:
@@ -661,7 +661,7 @@ func (t *transmission) encode(r *request) {
 	default:
 		t.simpleHeader(r.errno, r.cookie)
 		if r.typ == cmdRead && r.errno == 0 && r.length > 0 {
-			t.payload(r.data.b)
+			t.payload(r.data.Bytes())
 		}
 	}
 	t.recycle(r)
