@@ -248,31 +248,9 @@ func (as *assembler) errf(format string, a ...any) {
 }
 
 func runAssemble(env *Env, o *assembleOptions, args []string, homehostFlag string, homehostGiven bool) error {
-	if o.update != "" {
-		return usagef("--update=%s is not supported: mdtool does not rewrite superblocks on assembly", o.update)
-	}
-	if o.superMinor != "" {
-		return usagef("--super-minor is not supported (0.90 metadata cannot be assembled)")
-	}
-	if !o.scan && o.noDegraded {
-		return exitf(1, "--no-degraded not meaningful without a --scan assembly.")
-	}
-	if len(args) == 0 && !o.scan {
-		return usagef("an md device must be given in --assemble mode (or --scan)")
-	}
-	if err := o.srv.checkTLSFlags(); err != nil {
+	uuid, err := checkAssembleFlags(o, args)
+	if err != nil {
 		return err
-	}
-	if _, _, _, err := o.srv.nbdLimits(); err != nil {
-		return err
-	}
-	var uuid [16]byte
-	if o.uuid != "" {
-		u, ok := parseUUIDText(o.uuid)
-		if !ok {
-			return usagef("bad uuid: %s", o.uuid)
-		}
-		uuid = u
 	}
 	daemonChild := os.Getenv(daemon.ReadyFDEnv) != ""
 	if !o.foreground && !daemonChild {
@@ -299,15 +277,75 @@ func runAssemble(env *Env, o *assembleOptions, args []string, homehostFlag strin
 	cmdIdent.uuid, cmdIdent.uuidSet = uuid, o.uuid != ""
 	cmdIdent.name = o.name
 
-	var jobs []assembleJob
-	rv := 0
+	jobs, rv, err := as.jobsFor(args, cmdIdent)
+	if err != nil {
+		return err
+	}
+	if len(jobs) > 1 && (o.srv.nbdSocket != "" && o.srv.nbdSocket != "none" || o.srv.nbdListen != "" || o.srv.fuse != "") {
+		return usagef("--nbd-socket, --nbd-listen and --fuse need a single array")
+	}
+	if o.srv.metrics != "" {
+		metricsSrv, err := as.serveMetrics()
+		if err != nil {
+			return err
+		}
+		defer metricsSrv.Close()
+	}
+	rv = as.runJobs(jobs, len(args), rv)
+	if len(as.started) == 0 {
+		if rv == 0 {
+			return nil
+		}
+		return &ExitError{Code: rv}
+	}
+	return as.serve(rv)
+}
+
+// checkAssembleFlags refuses the flag combinations assemble does not take
+// and returns --uuid's value.
+func checkAssembleFlags(o *assembleOptions, args []string) ([16]byte, error) {
+	var uuid [16]byte
+	if o.update != "" {
+		return uuid, usagef("--update=%s is not supported: mdtool does not rewrite superblocks on assembly", o.update)
+	}
+	if o.superMinor != "" {
+		return uuid, usagef("--super-minor is not supported (0.90 metadata cannot be assembled)")
+	}
+	if !o.scan && o.noDegraded {
+		return uuid, exitf(1, "--no-degraded not meaningful without a --scan assembly.")
+	}
+	if len(args) == 0 && !o.scan {
+		return uuid, usagef("an md device must be given in --assemble mode (or --scan)")
+	}
+	if err := o.srv.checkTLSFlags(); err != nil {
+		return uuid, err
+	}
+	if _, _, _, err := o.srv.nbdLimits(); err != nil {
+		return uuid, err
+	}
+	if o.uuid != "" {
+		u, ok := parseUUIDText(o.uuid)
+		if !ok {
+			return uuid, usagef("bad uuid: %s", o.uuid)
+		}
+		uuid = u
+	}
+	return uuid, nil
+}
+
+// jobsFor turns the command line into assemble jobs: one md device with
+// its members, md devices identified by mdadm.conf, every ARRAY line of
+// mdadm.conf, or auto-assembly. rv is 1 when an md device given with
+// --scan is not in mdadm.conf.
+func (as *assembler) jobsFor(args []string, cmdIdent assembleIdent) (jobs []assembleJob, rv int, err error) {
+	o, conf := as.o, as.conf
 	switch {
 	case !o.scan && len(args) == 1 && !cmdIdent.uuidSet && cmdIdent.name == "":
 		// Only an md device: its identity comes from mdadm.conf.
 		a := confArrayFor(conf, args[0])
 		if a == nil {
 			as.errf("%s not identified in config file.\n", args[0])
-			return &ExitError{Code: 1}
+			return nil, 0, &ExitError{Code: 1}
 		}
 		jobs = append(jobs, assembleJob{mddev: args[0], ident: identFromConf(a)})
 	case !o.scan:
@@ -325,7 +363,7 @@ func runAssemble(env *Env, o *assembleOptions, args []string, homehostFlag strin
 	default:
 		if len(conf.DeviceList()) == 0 {
 			as.errf("No devices listed in conf file were found.\n")
-			return &ExitError{Code: 1}
+			return nil, 0, &ExitError{Code: 1}
 		}
 		for i := range conf.Arrays {
 			a := &conf.Arrays[i]
@@ -338,21 +376,23 @@ func runAssemble(env *Env, o *assembleOptions, args []string, homehostFlag strin
 			jobs = append(jobs, assembleJob{auto: true, ident: cmdIdent})
 		}
 	}
-	if len(jobs) > 1 && (o.srv.nbdSocket != "" && o.srv.nbdSocket != "none" || o.srv.nbdListen != "" || o.srv.fuse != "") {
-		return usagef("--nbd-socket, --nbd-listen and --fuse need a single array")
-	}
+	return jobs, rv, nil
+}
 
-	var metricsSrv *daemon.MetricsServer
-	if o.srv.metrics != "" {
-		as.reg = metrics.NewRegistry()
-		metricsSrv, err = daemon.ServeMetrics(o.srv.metrics, as.reg)
-		if err != nil {
-			return exitf(1, "cannot serve metrics on %s: %v", o.srv.metrics, err)
-		}
-		defer metricsSrv.Close()
-		as.metricsAddr = metricsSrv.Addr()
+// serveMetrics starts the --metrics server all arrays of this run share.
+func (as *assembler) serveMetrics() (*daemon.MetricsServer, error) {
+	as.reg = metrics.NewRegistry()
+	srv, err := daemon.ServeMetrics(as.o.srv.metrics, as.reg)
+	if err != nil {
+		return nil, exitf(1, "cannot serve metrics on %s: %v", as.o.srv.metrics, err)
 	}
+	as.metricsAddr = srv.Addr()
+	return srv, nil
+}
 
+// runJobs assembles every job and returns the exit status, starting from
+// rv (nargs: the md devices given on the command line).
+func (as *assembler) runJobs(jobs []assembleJob, nargs, rv int) int {
 	// cnt is mdadm's: ARRAY lines tried, plus arrays auto-assembly
 	// found (whose failures alone do not change the exit status).
 	cnt := 0
@@ -368,17 +408,11 @@ func runAssemble(env *Env, o *assembleOptions, args []string, homehostFlag strin
 		rv |= r
 		cnt++
 	}
-	if o.scan && len(args) == 0 && cnt == 0 && rv == 0 {
+	if as.o.scan && nargs == 0 && cnt == 0 && rv == 0 {
 		as.errf("No arrays found in config file or automatically\n")
 		rv = 1
 	}
-	if len(as.started) == 0 {
-		if rv == 0 {
-			return nil
-		}
-		return &ExitError{Code: rv}
-	}
-	return as.serve(rv)
+	return rv
 }
 
 // confArrayFor is conf_get_ident: the ARRAY line for md device dev.
@@ -969,6 +1003,40 @@ func padSuper(b []byte) []byte {
 	return out
 }
 
+// asmArray is one array between the phases of loadAndStart: its
+// members, mdadm's best[] table and what the start decision counts.
+type asmArray struct {
+	j     assembleJob
+	mddev string
+	devs  []*asmDev
+	rd    int // raid_disks of the first member
+	// best maps a slot (2*role, +1 for a replacement; spares from 2*rd
+	// on) to the index in devs of the freshest member for it; bestcnt
+	// is one past the highest slot.
+	best       map[int]int
+	bestcnt    int
+	mostRecent int
+	mr         *asmDev // devs[mostRecent], the reference
+	level      int
+	layout     uint32
+	clean      bool
+	avail      []bool // roles with an up-to-date member
+	okcnt      int
+	sparecnt   int
+	rebuilding int
+	replcnt    int
+	chosen     int                    // chosen_drive: index in devs
+	csb        *superblock.Superblock // its superblock
+}
+
+// get is best[i], or -1 when the slot is empty.
+func (st *asmArray) get(i int) int {
+	if b, ok := st.best[i]; ok {
+		return b
+	}
+	return -1
+}
+
 // loadAndStart is the rest of Assemble(): load_devices, the freshness
 // rules, --force, the start decision, and starting the engine and the
 // daemon.
@@ -977,16 +1045,47 @@ func (as *assembler) loadAndStart(j assembleJob, mddev, name string, devs []*asm
 		as.errf("%s assembled from 0 drives - not enough to start the array.\n", mddev)
 		return 1
 	}
-	rd := int(devs[0].sb.RaidDisks)
-	if f := devs[0].sb.FeatureMap; f&(superblock.FeatureReshapeActive|superblock.FeatureJournal|
-		superblock.FeaturePPL|superblock.FeatureMultiplePPLs|superblock.FeatureClustered) != 0 {
-		as.errf("%s uses features mdtool cannot run (reshape, journal, PPL or cluster: feature map 0x%x) - not assembled\n", mddev, f)
+	if !as.runnableFeatures(mddev, devs[0].sb) {
 		return 1
 	}
-	// load_devices: most_recent and best[].
-	mostRecent := -1
-	best := map[int]int{}
-	bestcnt := 0
+	st := &asmArray{j: j, mddev: mddev, devs: devs, rd: int(devs[0].sb.RaidDisks)}
+	as.loadSlots(st)
+	as.countFresh(st)
+	if as.o.force {
+		st.okcnt += as.forceArray(st)
+	}
+	if !as.chooseDrive(st) {
+		return 1
+	}
+	change := as.checkRoles(st)
+	change = as.forceClean(st) || change
+	if change && !as.rewriteChosen(st) {
+		return 1
+	}
+	as.reportNonFresh(st)
+	if rc, run := as.decideStart(st); !run {
+		return rc
+	}
+	return as.start(j, mddev, name, devs, st.engineOrder(), lock, st.clean)
+}
+
+// runnableFeatures refuses the features the engine cannot run.
+func (as *assembler) runnableFeatures(mddev string, sb *superblock.Superblock) bool {
+	if f := sb.FeatureMap; f&(superblock.FeatureReshapeActive|superblock.FeatureJournal|
+		superblock.FeaturePPL|superblock.FeatureMultiplePPLs|superblock.FeatureClustered) != 0 {
+		as.errf("%s uses features mdtool cannot run (reshape, journal, PPL or cluster: feature map 0x%x) - not assembled\n", mddev, f)
+		return false
+	}
+	return true
+}
+
+// loadSlots is load_devices: it puts every member in its slot of best[]
+// (the freshest one wins a slot), finds most_recent, the freshest active
+// member, and takes level, layout and clean from it.
+func (as *assembler) loadSlots(st *asmArray) {
+	devs, rd := st.devs, st.rd
+	st.mostRecent = -1
+	st.best = map[int]int{}
 	nextSpare := 0
 	for k, d := range devs {
 		if as.verbose > 0 {
@@ -994,11 +1093,11 @@ func (as *assembler) loadAndStart(j assembleJob, mddev, name string, devs []*asm
 			if d.state&dsReplacement != 0 {
 				repl = " replacement"
 			}
-			as.errf("%s is identified as a member of %s, slot %d%s.\n", d.path, mddev, d.raidDisk, repl)
+			as.errf("%s is identified as a member of %s, slot %d%s.\n", d.path, st.mddev, d.raidDisk, repl)
 		}
 		if d.state&^(dsFailFast|dsWriteMostly) == dsActive|dsSync {
-			if mostRecent < 0 || d.events > devs[mostRecent].events {
-				mostRecent = k
+			if st.mostRecent < 0 || d.events > devs[st.mostRecent].events {
+				st.mostRecent = k
 			}
 		}
 		var i int
@@ -1020,149 +1119,164 @@ func (as *assembler) loadAndStart(j assembleJob, mddev, name string, devs []*asm
 		if i >= 10000 {
 			continue
 		}
-		if i >= bestcnt {
-			bestcnt = i + 1
+		if i >= st.bestcnt {
+			st.bestcnt = i + 1
 		}
-		if b, ok := best[i]; !ok || devs[b].events < d.events {
-			best[i] = k
+		if b, ok := st.best[i]; !ok || devs[b].events < d.events {
+			st.best[i] = k
 		} else if devs[b].events == d.events {
 			as.leftOutDuplicate(d, devs[b], i/2)
 		}
 	}
-	if mostRecent < 0 {
+	if st.mostRecent < 0 {
 		// No active member at all: mdadm keeps most_recent = 0.
-		mostRecent = 0
+		st.mostRecent = 0
 	}
-	mr := devs[mostRecent]
-	level := int(mr.sb.Level)
-	layout := mr.sb.Layout
-	clean := mr.clean
-	avail := make([]bool, rd)
-	okcnt, sparecnt, rebuilding, replcnt := 0, 0, 0, 0
-	get := func(i int) int {
-		if b, ok := best[i]; ok {
-			return b
-		}
-		return -1
-	}
-	for i := 0; i < bestcnt; i++ {
-		k := get(i)
+	st.mr = devs[st.mostRecent]
+	st.level = int(st.mr.sb.Level)
+	st.layout = st.mr.sb.Layout
+	st.clean = st.mr.clean
+	st.avail = make([]bool, rd)
+}
+
+// countFresh marks the members at most one event behind the reference
+// up to date and counts them (okcnt, rebuilding, spares, replacements);
+// a member that records the reference as failed leaves best[] (unless
+// --force).
+func (as *assembler) countFresh(st *asmArray) {
+	mr, rd := st.mr, st.rd
+	for i := 0; i < st.bestcnt; i++ {
+		k := st.get(i)
 		if k < 0 {
 			continue
 		}
-		d := devs[k]
+		d := st.devs[k]
 		if d.state&dsActive == 0 {
 			if d.state&dsFaulty == 0 {
 				d.uptodate = true
-				sparecnt++
+				st.sparecnt++
 			}
 			continue
 		}
-		if k != mostRecent && !as.o.force && rd > 0 && mr.raidDisk >= 0 && mr.raidDisk < len(d.devmap) && !d.devmap[mr.raidDisk] {
+		if k != st.mostRecent && !as.o.force && rd > 0 && mr.raidDisk >= 0 && mr.raidDisk < len(d.devmap) && !d.devmap[mr.raidDisk] {
 			if as.verbose > -1 {
 				as.errf("ignoring %s as it reports %s as failed\n", d.path, mr.path)
 			}
-			delete(best, i)
+			delete(st.best, i)
 			continue
 		}
 		if d.events+1 >= mr.events && d.events <= mr.events {
 			d.uptodate = true
-			if i < rd*2 {
-				if d.recovery == superblock.MaxSector {
-					if !avail[i/2] {
-						okcnt++
-						avail[i/2] = true
-					} else {
-						replcnt++
-					}
-				} else {
-					rebuilding++
-				}
-			} else {
-				sparecnt++
+			if i >= rd*2 {
+				st.sparecnt++
+				continue
+			}
+			switch {
+			case d.recovery != superblock.MaxSector:
+				st.rebuilding++
+			case !st.avail[i/2]:
+				st.okcnt++
+				st.avail[i/2] = true
+			default:
+				st.replcnt++
 			}
 		}
 	}
-	wasForced := false
-	if as.o.force {
-		n, ok := as.forceArray(devs, best, bestcnt, rd, mostRecent, avail, level, layout)
-		if !ok {
-			return 1
-		}
-		okcnt += n
-		wasForced = n > 0
-	}
-	// chosen_drive: the superblock the kernel (and the engine) bases the
-	// array on.
-	chosen := -1
-	for i := 0; chosen < 0 && i < bestcnt; i += 2 {
-		k := get(i)
-		if k < 0 || !devs[k].uptodate || devs[k].events < mr.events {
+}
+
+// chooseDrive finds chosen_drive: the superblock the kernel (and the
+// engine) bases the array on.
+func (as *assembler) chooseDrive(st *asmArray) bool {
+	st.chosen = -1
+	for i := 0; st.chosen < 0 && i < st.bestcnt; i += 2 {
+		k := st.get(i)
+		if k < 0 || !st.devs[k].uptodate || st.devs[k].events < st.mr.events {
 			continue
 		}
-		chosen = k
+		st.chosen = k
 	}
-	if chosen < 0 {
-		as.errf("No suitable drives found for %s\n", mddev)
-		return 1
+	if st.chosen < 0 {
+		as.errf("No suitable drives found for %s\n", st.mddev)
+		return false
 	}
-	csb := devs[chosen].sb
-	change := false
-	for i := 0; i < bestcnt; i++ {
-		k := get(i)
-		if k < 0 || !devs[k].uptodate {
+	st.csb = st.devs[st.chosen].sb
+	return true
+}
+
+// checkRoles compares each up-to-date member's role with the chosen
+// superblock's record of it: with --force the record is corrected
+// (change), without it mdadm's warning is given. A member that is not
+// clean makes the array not clean.
+func (as *assembler) checkRoles(st *asmArray) (change bool) {
+	for i := 0; i < st.bestcnt; i++ {
+		k := st.get(i)
+		if k < 0 || !st.devs[k].uptodate {
 			continue
 		}
-		d := devs[k]
+		d := st.devs[k]
 		want := uint16(superblock.RoleSpare)
-		if i < rd*2 && d.state&dsActive != 0 {
+		if i < st.rd*2 && d.state&dsActive != 0 {
 			want = uint16(d.raidDisk)
 		}
 		if !d.clean {
-			clean = false
+			st.clean = false
 		}
 		num := int(d.sb.DevNumber)
-		if num < len(csb.DevRoles) && csb.DevRoles[num] != want {
+		if num < len(st.csb.DevRoles) && st.csb.DevRoles[num] != want {
 			if as.o.force {
 				if as.verbose >= 0 {
-					as.errf("clearing FAULTY flag for device %d in %s for %s\n", k, mddev, d.path)
+					as.errf("clearing FAULTY flag for device %d in %s for %s\n", k, st.mddev, d.path)
 				}
-				csb.DevRoles[num] = want
+				st.csb.DevRoles[num] = want
 				change = true
 			} else if as.verbose >= -1 {
-				as.errf("device %d in %s has wrong state in superblock, but %s seems ok\n", i, mddev, d.path)
+				as.errf("device %d in %s has wrong state in superblock, but %s seems ok\n", i, st.mddev, d.path)
 			}
 		}
 	}
-	if as.o.force && !clean && !plan.Enough(level, rd, layout, false, avail) {
-		switch level {
-		case 4, 5, 6:
-			if csb.ResyncOffset != superblock.MaxSector {
-				change = true
-			}
-			csb.ResyncOffset = superblock.MaxSector
-		}
-		wasForced = true
-		clean = true
-	}
-	if change {
-		if err := writeSuper(devs[chosen], csb); err != nil {
-			as.errf("Could not re-write superblock on %s\n", devs[chosen].path)
-			return 1
-		}
-		if as.verbose >= 0 {
-			as.errf("Marking array %s as 'clean'\n", mddev)
-		}
-	}
-	_ = wasForced
+	return change
+}
 
-	// Say which members are left out for being older than the reference
-	// (the kernel would kick them: "kicking non-fresh ... from array").
+// forceClean is --force on an array that is not clean and could not
+// start dirty: it is marked clean (a parity array's resync offset is
+// cleared in the chosen superblock; change when that differs).
+func (as *assembler) forceClean(st *asmArray) (change bool) {
+	if !as.o.force || st.clean || plan.Enough(st.level, st.rd, st.layout, false, st.avail) {
+		return false
+	}
+	switch st.level {
+	case 4, 5, 6:
+		if st.csb.ResyncOffset != superblock.MaxSector {
+			change = true
+		}
+		st.csb.ResyncOffset = superblock.MaxSector
+	}
+	st.clean = true
+	return change
+}
+
+// rewriteChosen writes the chosen superblock back after --force changed it.
+func (as *assembler) rewriteChosen(st *asmArray) bool {
+	if err := writeSuper(st.devs[st.chosen], st.csb); err != nil {
+		as.errf("Could not re-write superblock on %s\n", st.devs[st.chosen].path)
+		return false
+	}
+	if as.verbose >= 0 {
+		as.errf("Marking array %s as 'clean'\n", st.mddev)
+	}
+	return true
+}
+
+// reportNonFresh says which members are left out for being older than
+// the reference (the kernel would kick them: "kicking non-fresh ... from
+// array").
+func (as *assembler) reportNonFresh(st *asmArray) {
 	inBest := map[int]bool{}
-	for _, k := range best {
+	for _, k := range st.best {
 		inBest[k] = true
 	}
-	for k, d := range devs {
+	mr := st.mr
+	for k, d := range st.devs {
 		if d.state&dsActive == 0 || d.uptodate {
 			continue
 		}
@@ -1176,86 +1290,100 @@ func (as *assembler) loadAndStart(j assembleJob, mddev, name string, devs []*asm
 			as.errf("%s is not used: its event count %d is ahead of the array's %d\n", d.path, d.events, mr.events)
 			continue
 		}
-		as.errf("%s is not fresh (events %d, the array is at %d) - not added to %s\n", d.path, d.events, mr.events, mddev)
+		as.errf("%s is not fresh (events %d, the array is at %d) - not added to %s\n", d.path, d.events, mr.events, st.mddev)
 	}
+}
 
-	// The start decision (start_array).
+// decideStart is start_array's decision: run when the array starts,
+// otherwise rc is the assembly's result (0 for one --no-degraded leaves
+// unstarted).
+func (as *assembler) decideStart(st *asmArray) (rc int, run bool) {
 	runstop := 0
 	if as.o.run {
 		runstop = 1
 	} else if as.o.noDegraded {
 		runstop = -1
 	}
-	startPartialOK := runstop >= 0 && (as.o.force || !j.inargv || j.auto)
-	reqCnt := workingDisks(csb)
-	if !(runstop == 1 || (runstop <= 0 && plan.Enough(level, rd, layout, clean, avail) &&
-		(okcnt+rebuilding >= reqCnt || startPartialOK))) {
-		var b strings.Builder
+	startPartialOK := runstop >= 0 && (as.o.force || !st.j.inargv || st.j.auto)
+	reqCnt := workingDisks(st.csb)
+	if !(runstop == 1 || (runstop <= 0 && plan.Enough(st.level, st.rd, st.layout, st.clean, st.avail) &&
+		(st.okcnt+st.rebuilding >= reqCnt || startPartialOK))) {
 		if runstop == -1 {
-			fmt.Fprintf(&b, "%s assembled from %d drive%s", mddev, okcnt, plural(okcnt))
-			if okcnt != rd {
-				fmt.Fprintf(&b, " (out of %d)", rd)
-			}
-			b.WriteString(", but not started.\n")
-			as.errf("%s", b.String())
-			return 0
+			as.errf("%s", st.assembledFrom(false)+", but not started.\n")
+			return 0, false
 		}
 		if as.verbose >= -1 {
-			fmt.Fprintf(&b, "%s assembled from %d drive%s", mddev, okcnt, plural(okcnt))
-			if rebuilding > 0 {
-				sep := " and"
-				if sparecnt > 0 {
-					sep = ","
-				}
-				fmt.Fprintf(&b, "%s %d rebuilding", sep, rebuilding)
-			}
-			if sparecnt > 0 {
-				fmt.Fprintf(&b, " and %d spare%s", sparecnt, plural(sparecnt))
-			}
-			switch {
-			case !plan.Enough(level, rd, layout, true, avail):
-				b.WriteString(" - not enough to start the array.\n")
-			case !plan.Enough(level, rd, layout, clean, avail):
-				b.WriteString(" - not enough to start the array while not clean - consider --force.\n")
-			default:
-				if reqCnt == rd {
-					fmt.Fprintf(&b, " - need all %d to start it", reqCnt)
-				} else {
-					fmt.Fprintf(&b, " - need %d to start", reqCnt)
-				}
-				b.WriteString(" (use --run to insist).\n")
-			}
-			as.errf("%s", b.String())
+			as.errf("%s", st.assembledFrom(true)+st.whyNotStarted(reqCnt))
 		}
-		return 1
+		return 1, false
 	}
-	if !plan.Enough(level, rd, layout, true, avail) || !plan.Enough(level, rd, layout, clean, avail) {
+	if !plan.Enough(st.level, st.rd, st.layout, true, st.avail) || !plan.Enough(st.level, st.rd, st.layout, st.clean, st.avail) {
 		// RUN_ARRAY would fail in the kernel.
-		as.errf("failed to RUN_ARRAY %s: Input/output error\n", mddev)
-		if !plan.Enough(level, rd, layout, true, avail) {
+		as.errf("failed to RUN_ARRAY %s: Input/output error\n", st.mddev)
+		if !plan.Enough(st.level, st.rd, st.layout, true, st.avail) {
 			as.errf("Not enough devices to start the array.\n")
 		} else {
 			as.errf("Not enough devices to start the array while not clean - consider --force.\n")
 		}
-		return 1
+		return 1, false
 	}
+	return 0, true
+}
 
-	// Members for the engine: the chosen drive first (the kernel takes
-	// the first superblock among the freshest as its reference), then
-	// the others in slot order; devices that are not up to date are
-	// left out, as the kernel kicks them.
-	order := []int{chosen}
-	for i := 0; i < bestcnt; i++ {
-		k := get(i)
-		if k < 0 || k == chosen {
-			continue
+// assembledFrom is "MD assembled from N drives", followed by the rebuilding
+// and spare counts (counts) or by the raid disks when some are missing
+// (the --no-degraded line).
+func (st *asmArray) assembledFrom(counts bool) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s assembled from %d drive%s", st.mddev, st.okcnt, plural(st.okcnt))
+	if !counts {
+		if st.okcnt != st.rd {
+			fmt.Fprintf(&b, " (out of %d)", st.rd)
 		}
-		if !devs[k].uptodate {
+		return b.String()
+	}
+	if st.rebuilding > 0 {
+		sep := " and"
+		if st.sparecnt > 0 {
+			sep = ","
+		}
+		fmt.Fprintf(&b, "%s %d rebuilding", sep, st.rebuilding)
+	}
+	if st.sparecnt > 0 {
+		fmt.Fprintf(&b, " and %d spare%s", st.sparecnt, plural(st.sparecnt))
+	}
+	return b.String()
+}
+
+// whyNotStarted ends the "assembled from" line of an array that does
+// not start.
+func (st *asmArray) whyNotStarted(reqCnt int) string {
+	switch {
+	case !plan.Enough(st.level, st.rd, st.layout, true, st.avail):
+		return " - not enough to start the array.\n"
+	case !plan.Enough(st.level, st.rd, st.layout, st.clean, st.avail):
+		return " - not enough to start the array while not clean - consider --force.\n"
+	case reqCnt == st.rd:
+		return fmt.Sprintf(" - need all %d to start it (use --run to insist).\n", reqCnt)
+	default:
+		return fmt.Sprintf(" - need %d to start (use --run to insist).\n", reqCnt)
+	}
+}
+
+// engineOrder lists the members for the engine: the chosen drive first
+// (the kernel takes the first superblock among the freshest as its
+// reference), then the others in slot order; devices that are not up to
+// date are left out, as the kernel kicks them.
+func (st *asmArray) engineOrder() []int {
+	order := []int{st.chosen}
+	for i := 0; i < st.bestcnt; i++ {
+		k := st.get(i)
+		if k < 0 || k == st.chosen || !st.devs[k].uptodate {
 			continue
 		}
 		order = append(order, k)
 	}
-	return as.start(j, mddev, name, devs, order, lock, clean)
+	return order
 }
 
 // writeSuper rewrites a member's superblock (with --force only).
@@ -1270,12 +1398,12 @@ func writeSuper(d *asmDev, sb *superblock.Superblock) error {
 
 // forceArray is mdadm's force_array: while the array is not usable, bring
 // the freshest non-fresh active member up to date (rewriting its event
-// count), with the members of the same vintage.
-func (as *assembler) forceArray(devs []*asmDev, best map[int]int, bestcnt, rd, mostRecent int, avail []bool,
-	level int, layout uint32) (int, bool) {
+// count), with the members of the same vintage. It returns how many
+// members it brought up to date.
+func (as *assembler) forceArray(st *asmArray) int {
 	okcnt := 0
-	mr := devs[mostRecent]
-	for !plan.Enough(level, rd, layout, true, avail) {
+	devs, best, bestcnt, rd, mr, avail := st.devs, st.best, st.bestcnt, st.rd, st.mr, st.avail
+	for !plan.Enough(st.level, rd, st.layout, true, avail) {
 		chosen := -1
 		for i := 0; i < rd*2 && i < bestcnt; i += 2 {
 			k, ok := best[i]
@@ -1317,19 +1445,43 @@ func (as *assembler) forceArray(devs []*asmDev, best map[int]int, bestcnt, rd, m
 			}
 		}
 	}
-	return okcnt, true
+	return okcnt
 }
 
 // start opens the members, starts the engine and the daemon and says so.
 func (as *assembler) start(j assembleJob, mddev, name string, devs []*asmDev, order []int, lock *daemon.Lock, clean bool) int {
+	edevs, specs, ok := as.openMembers(mddev, devs, order)
+	if !ok {
+		return 1
+	}
+	arr, ok := as.openEngine(mddev, edevs)
+	if !ok {
+		return 1
+	}
+	svc, ok := as.startDaemon(mddev, name, arr, specs, devs[order[0]].minor, lock)
+	if !ok {
+		return 1
+	}
+	as.reportStarted(mddev, arr, specs)
+	if as.verbose > 0 {
+		as.reportServing(mddev, svc)
+	}
+	as.started = append(as.started, &startedArray{name: name, dev: mddev, uuid: arr.UUID(), svc: svc})
+	return 0
+}
+
+// openMembers opens the members in order, exclusively, for the engine
+// (wrapped by the test hook) and the daemon; on failure it closes what it
+// opened and says why.
+func (as *assembler) openMembers(mddev string, devs []*asmDev, order []int) ([]engine.Device, []daemon.MemberSpec, bool) {
 	var edevs []engine.Device
 	var specs []daemon.MemberSpec
-	fail := func(format string, a ...any) int {
+	fail := func(format string, a ...any) ([]engine.Device, []daemon.MemberSpec, bool) {
 		for _, d := range edevs {
 			d.Close()
 		}
 		as.errf(format, a...)
-		return 1
+		return nil, nil, false
 	}
 	for _, k := range order {
 		d := devs[k]
@@ -1357,6 +1509,12 @@ func (as *assembler) start(j assembleJob, mddev, name string, devs []*asmDev, or
 			as.errf("added %s to %s as %d\n", d.path, mddev, d.raidDisk)
 		}
 	}
+	return edevs, specs, true
+}
+
+// openEngine starts the engine on the opened members (closing them if it
+// does not start).
+func (as *assembler) openEngine(mddev string, edevs []engine.Device) (*engine.Array, bool) {
 	// The engine finds the same superblock the selection did: it tries
 	// 1.0, 1.1 and 1.2 and keeps the latest ctime, as mdadm does.
 	opts := engine.DefaultOptions()
@@ -1379,34 +1537,47 @@ func (as *assembler) start(j assembleJob, mddev, name string, devs []*asmDev, or
 			err = errors.New(strings.TrimPrefix(err.Error(), "engine: "))
 		}
 		as.errf("failed to RUN_ARRAY %s: %v\n", mddev, err)
-		return 1
+		return nil, false
 	}
+	return arr, true
+}
+
+// startDaemon serves the array: the daemon with its exports (closing the
+// array if it does not start).
+func (as *assembler) startDaemon(mddev, name string, arr *engine.Array, specs []daemon.MemberSpec, superMinor int,
+	lock *daemon.Lock) (*daemon.Service, bool) {
 	var ma *metrics.Array
 	if as.reg != nil {
 		ma = metrics.NewArray(as.reg, name)
 	}
 	cfg := daemon.Config{Name: name, Device: mddev, RunDir: as.o.srv.runDir, Lock: lock, Array: arr,
-		Members: specs, SuperMinor: devs[order[0]].minor, ReadOnly: as.o.readonly,
+		Members: specs, SuperMinor: superMinor, ReadOnly: as.o.readonly,
 		NBDSocket: as.o.srv.nbdSocket, NBDListen: as.o.srv.nbdListen, FUSEDir: as.o.srv.fuse,
 		Metrics: ma, MetricsAddr: as.metricsAddr,
 		SyncLimits: engine.SyncLimits{MinKBps: as.o.srv.syncMin, MaxKBps: as.o.srv.syncMax}, WrapDevice: wrapMember,
 		Logf: func(format string, a ...any) { log.Printf("%s: "+format, append([]any{escName(mddev)}, a...)...) }}
 	cfg.NBDMaxConns, cfg.NBDMaxBytes, cfg.NBDIdleTimeout, _ = as.o.srv.nbdLimits() // checked in runAssemble
 	if as.o.srv.tlsCert != "" || as.o.srv.tlsKey != "" {
+		var err error
 		cfg.TLS, err = daemon.LoadTLS(as.o.srv.tlsCert, as.o.srv.tlsKey, as.o.srv.tlsCA)
 		if err != nil {
 			arr.Close()
 			as.errf("TLS for %s: %v\n", mddev, err)
-			return 1
+			return nil, false
 		}
 	}
 	svc, err := daemon.Start(cfg)
 	if err != nil {
 		arr.Close()
 		as.errf("cannot serve %s: %v\n", mddev, err)
-		return 1
+		return nil, false
 	}
-	// What the engine made of the members.
+	return svc, true
+}
+
+// reportStarted says what the engine made of the members: members it
+// left out, then mdadm's "has been started with" line.
+func (as *assembler) reportStarted(mddev string, arr *engine.Array, specs []daemon.MemberSpec) {
 	inSync, rebuilding, spares := 0, 0, 0
 	present := map[int]bool{}
 	for _, mi := range arr.Members() {
@@ -1427,45 +1598,47 @@ func (as *assembler) start(j assembleJob, mddev, name string, devs []*asmDev, or
 			as.errf("%s was left out by the engine (not fresh or not a member) - not part of %s\n", s.Path, mddev)
 		}
 	}
-	if as.verbose >= 0 {
-		rd := arr.Geometry().RaidDisks()
-		var b strings.Builder
-		fmt.Fprintf(&b, "%s has been started with %d drive%s", mddev, inSync, plural(inSync))
-		if inSync < rd {
-			fmt.Fprintf(&b, " (out of %d)", rd)
-		}
-		if rebuilding > 0 {
-			sep := " and"
-			if spares > 0 {
-				sep = ","
-			}
-			fmt.Fprintf(&b, "%s %d rebuilding", sep, rebuilding)
-		}
+	if as.verbose < 0 {
+		return
+	}
+	rd := arr.Geometry().RaidDisks()
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s has been started with %d drive%s", mddev, inSync, plural(inSync))
+	if inSync < rd {
+		fmt.Fprintf(&b, " (out of %d)", rd)
+	}
+	if rebuilding > 0 {
+		sep := " and"
 		if spares > 0 {
-			fmt.Fprintf(&b, " and %d spare%s", spares, plural(spares))
+			sep = ","
 		}
-		b.WriteString(".\n")
-		as.errf("%s", b.String())
+		fmt.Fprintf(&b, "%s %d rebuilding", sep, rebuilding)
 	}
-	if as.verbose > 0 {
-		if p := svc.NBDSocket(); p != "" {
-			as.errf("%s: NBD on unix socket %s\n", mddev, p)
-		}
-		if a := svc.NBDAddr(); a != "" {
-			as.errf("%s: NBD on TCP %s\n", mddev, a)
-		}
-		if f := svc.FUSEFile(); f != "" {
-			as.errf("%s: FUSE file %s\n", mddev, f)
-		}
-		present, why := daemon.UblkStatus()
-		state := "absent"
-		if present {
-			state = "present (not used)"
-		}
-		as.errf("ublk: %s: %s\n", state, why)
+	if spares > 0 {
+		fmt.Fprintf(&b, " and %d spare%s", spares, plural(spares))
 	}
-	as.started = append(as.started, &startedArray{name: name, dev: mddev, uuid: arr.UUID(), svc: svc})
-	return 0
+	b.WriteString(".\n")
+	as.errf("%s", b.String())
+}
+
+// reportServing (--verbose) says where the array is served, and whether
+// ublk is there.
+func (as *assembler) reportServing(mddev string, svc *daemon.Service) {
+	if p := svc.NBDSocket(); p != "" {
+		as.errf("%s: NBD on unix socket %s\n", mddev, p)
+	}
+	if a := svc.NBDAddr(); a != "" {
+		as.errf("%s: NBD on TCP %s\n", mddev, a)
+	}
+	if f := svc.FUSEFile(); f != "" {
+		as.errf("%s: FUSE file %s\n", mddev, f)
+	}
+	present, why := daemon.UblkStatus()
+	state := "absent"
+	if present {
+		state = "present (not used)"
+	}
+	as.errf("ublk: %s: %s\n", state, why)
 }
 
 // engineLog holds the engine's kernel-log-like lines (recovery started,

@@ -166,6 +166,38 @@ func (s *State) claim(b, k uint64) bool {
 // a checked read that returned an older version than acknowledged. All
 // in-flight requests have ended when it returns.
 func (s *State) Run(ctx context.Context, c *Client, cfg Config) error {
+	cfg = cfg.withDefaults()
+	lo, hi, err := s.blockRange(c, cfg)
+	if err != nil {
+		return err
+	}
+	// Whatever the previous run left acknowledged but not flushed may
+	// have been lost (a crash): only the durable versions are known.
+	s.mu.Lock()
+	copy(s.acked, s.durable)
+	s.mu.Unlock()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	r := &loadRun{s: s, c: c, cfg: cfg, lo: lo, hi: hi, cancel: cancel}
+	var wg sync.WaitGroup
+	for w := 0; w < cfg.Workers; w++ {
+		wg.Add(1)
+		go func(w int) {
+			defer wg.Done()
+			r.worker(ctx, w)
+		}(w)
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		r.flusher(ctx)
+	}()
+	wg.Wait()
+	return r.err
+}
+
+// withDefaults fills in the defaults of the fields left zero.
+func (cfg Config) withDefaults() Config {
 	if cfg.Workers <= 0 {
 		cfg.Workers = 8
 	}
@@ -175,147 +207,181 @@ func (s *State) Run(ctx context.Context, c *Client, cfg Config) error {
 	if cfg.FlushEvery <= 0 {
 		cfg.FlushEvery = 20 * time.Millisecond
 	}
+	return cfg
+}
+
+// blockRange is the range [lo, hi) of blocks a run uses, checked against
+// the device's size.
+func (s *State) blockRange(c *Client, cfg Config) (lo, hi uint64, err error) {
 	if uint64(c.Size()/BlockSize) < s.n {
-		return fmt.Errorf("crashload: device has %d blocks, state %d", c.Size()/BlockSize, s.n)
+		return 0, 0, fmt.Errorf("crashload: device has %d blocks, state %d", c.Size()/BlockSize, s.n)
 	}
-	lo, hi := cfg.First, cfg.Last
+	lo, hi = cfg.First, cfg.Last
 	if hi == 0 || hi > s.n {
 		hi = s.n
 	}
 	if lo >= hi {
-		return fmt.Errorf("crashload: empty block range [%d, %d)", cfg.First, cfg.Last)
+		return 0, 0, fmt.Errorf("crashload: empty block range [%d, %d)", cfg.First, cfg.Last)
 	}
-	// Whatever the previous run left acknowledged but not flushed may
-	// have been lost (a crash): only the durable versions are known.
-	s.mu.Lock()
-	copy(s.acked, s.durable)
-	s.mu.Unlock()
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	var (
-		wg      sync.WaitGroup
-		errMu   sync.Mutex
-		workErr error
-	)
-	fail := func(err error) {
-		errMu.Lock()
-		if workErr == nil {
-			workErr = err
-		}
-		errMu.Unlock()
-		cancel()
+	return lo, hi, nil
+}
+
+// loadRun is one Run: its workers and flusher share it.
+type loadRun struct {
+	s      *State
+	c      *Client
+	cfg    Config
+	lo, hi uint64 // the blocks used
+	cancel context.CancelFunc
+
+	errMu sync.Mutex
+	err   error // the first failure
+}
+
+// fail records the run's first failure and ends the run.
+func (r *loadRun) fail(err error) {
+	r.errMu.Lock()
+	if r.err == nil {
+		r.err = err
 	}
-	// end says whether err ends the run: a closed connection ends it
-	// quietly, a server error reply is a failure.
-	end := func(err error) bool {
-		if err == nil {
-			return false
+	r.errMu.Unlock()
+	r.cancel()
+}
+
+// end says whether err ends the run: a closed connection ends it
+// quietly, a server error reply is a failure.
+func (r *loadRun) end(err error) bool {
+	if err == nil {
+		return false
+	}
+	var re *ReplyError
+	if errors.As(err, &re) {
+		r.fail(err)
+	} else {
+		r.cancel()
+	}
+	return true
+}
+
+// worker issues random writes and checked reads until the run ends.
+func (r *loadRun) worker(ctx context.Context, w int) {
+	rng := rand.New(rand.NewPCG(r.cfg.Seed, uint64(w)+1))
+	buf := make([]byte, r.cfg.MaxBlocks*BlockSize)
+	for ctx.Err() == nil {
+		if !r.request(rng, buf) {
+			return
 		}
-		var re *ReplyError
-		if errors.As(err, &re) {
-			fail(err)
-		} else {
-			cancel()
-		}
+	}
+}
+
+// request issues one write of a new version, or one read checked against
+// what was acknowledged, on random blocks (none if they are busy); false
+// ends the worker.
+func (r *loadRun) request(rng *rand.Rand, buf []byte) bool {
+	s := r.s
+	k := uint64(1 + rng.IntN(r.cfg.MaxBlocks))
+	if k > r.hi-r.lo {
+		k = r.hi - r.lo
+	}
+	b := r.lo + rng.Uint64N(r.hi-r.lo-k+1)
+	read := rng.IntN(100) < r.cfg.ReadPercent
+	seq, oldest, newest, ok := s.begin(b, k, read)
+	if !ok {
 		return true
 	}
-	for w := 0; w < cfg.Workers; w++ {
-		wg.Add(1)
-		go func(w int) {
-			defer wg.Done()
-			rng := rand.New(rand.NewPCG(cfg.Seed, uint64(w)+1))
-			buf := make([]byte, cfg.MaxBlocks*BlockSize)
-			for ctx.Err() == nil {
-				k := uint64(1 + rng.IntN(cfg.MaxBlocks))
-				if k > hi-lo {
-					k = hi - lo
-				}
-				b := lo + rng.Uint64N(hi-lo-k+1)
-				read := rng.IntN(100) < cfg.ReadPercent
-				s.mu.Lock()
-				if !s.claim(b, k) {
-					s.mu.Unlock()
-					continue
-				}
-				var seq uint64
-				var lo, hi []uint64
-				if read {
-					lo = append(lo, s.acked[b:b+k]...)
-					hi = append(hi, s.issued[b:b+k]...)
-				} else {
-					s.seq++
-					seq = s.seq
-					for i := b; i < b+k; i++ {
-						s.issued[i] = seq
-					}
-					s.Writes++
-				}
-				s.mu.Unlock()
-				p := buf[:k*BlockSize]
-				var err error
-				if read {
-					err = c.ReadAt(p, int64(b*BlockSize))
-				} else {
-					for i := uint64(0); i < k; i++ {
-						fillBlock(p[i*BlockSize:], b+i, seq)
-					}
-					err = c.WriteAt(p, int64(b*BlockSize))
-				}
-				s.mu.Lock()
-				for i := b; i < b+k; i++ {
-					s.busy[i] = false
-					if err == nil && !read {
-						s.acked[i] = seq
-					}
-				}
-				if err == nil && !read {
-					s.Acked++
-				}
-				if err == nil && read {
-					s.Reads++
-				}
-				s.mu.Unlock()
-				if end(err) {
-					return
-				}
-				if read {
-					for i := uint64(0); i < k; i++ {
-						if msg := check(p[i*BlockSize:], b+i, lo[i], hi[i], "acknowledged"); msg != "" {
-							fail(fmt.Errorf("crashload: read during the run: block %d: %s", b+i, msg))
-							return
-						}
-					}
-				}
-			}
-		}(w)
-	}
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		t := time.NewTicker(cfg.FlushEvery)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-			}
-			s.mu.Lock()
-			snap := append([]uint64(nil), s.acked...)
-			s.mu.Unlock()
-			if end(c.Flush()) {
-				return
-			}
-			s.mu.Lock()
-			for i, v := range snap {
-				s.durable[i] = max(s.durable[i], v)
-			}
-			s.Flushes++
-			s.mu.Unlock()
+	p := buf[:k*BlockSize]
+	var err error
+	if read {
+		err = r.c.ReadAt(p, int64(b*BlockSize))
+	} else {
+		for i := uint64(0); i < k; i++ {
+			fillBlock(p[i*BlockSize:], b+i, seq)
 		}
-	}()
-	wg.Wait()
-	return workErr
+		err = r.c.WriteAt(p, int64(b*BlockSize))
+	}
+	s.complete(b, k, read, seq, err)
+	if r.end(err) {
+		return false
+	}
+	if read {
+		for i := uint64(0); i < k; i++ {
+			if msg := check(p[i*BlockSize:], b+i, oldest[i], newest[i], "acknowledged"); msg != "" {
+				r.fail(fmt.Errorf("crashload: read during the run: block %d: %s", b+i, msg))
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// begin claims blocks [b, b+k) for a request (ok false: one is busy).
+// A read gets the versions each block may hold (oldest: acknowledged,
+// newest: issued); a write gets a new sequence number, recorded as
+// issued.
+func (s *State) begin(b, k uint64, read bool) (seq uint64, oldest, newest []uint64, ok bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.claim(b, k) {
+		return 0, nil, nil, false
+	}
+	if read {
+		oldest = append(oldest, s.acked[b:b+k]...)
+		newest = append(newest, s.issued[b:b+k]...)
+		return 0, oldest, newest, true
+	}
+	s.seq++
+	seq = s.seq
+	for i := b; i < b+k; i++ {
+		s.issued[i] = seq
+	}
+	s.Writes++
+	return seq, nil, nil, true
+}
+
+// complete releases blocks [b, b+k) after a request and records its
+// success: a write's version is acknowledged.
+func (s *State) complete(b, k uint64, read bool, seq uint64, err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i := b; i < b+k; i++ {
+		s.busy[i] = false
+		if err == nil && !read {
+			s.acked[i] = seq
+		}
+	}
+	if err == nil && !read {
+		s.Acked++
+	}
+	if err == nil && read {
+		s.Reads++
+	}
+}
+
+// flusher flushes every FlushEvery until the run ends; after a flush the
+// versions acknowledged before it are durable.
+func (r *loadRun) flusher(ctx context.Context) {
+	s := r.s
+	t := time.NewTicker(r.cfg.FlushEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		s.mu.Lock()
+		snap := append([]uint64(nil), s.acked...)
+		s.mu.Unlock()
+		if r.end(r.c.Flush()) {
+			return
+		}
+		s.mu.Lock()
+		for i, v := range snap {
+			s.durable[i] = max(s.durable[i], v)
+		}
+		s.Flushes++
+		s.mu.Unlock()
+	}
 }
 
 // check says what is wrong with block b holding p, given that it must hold
