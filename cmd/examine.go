@@ -159,7 +159,7 @@ func examineSetup(env *Env, config, homehost string, homehostGiven, needDevices 
 		var err error
 		conf, err = LoadMdadmConf(config)
 		if err != nil {
-			return nil, "", exitf(1, "%v", err)
+			return nil, "", exitf(ExitFailure, "%v", err)
 		}
 		for _, w := range conf.Warnings {
 			fmt.Fprintf(env.Stderr, "mdtool: %s\n", w)
@@ -175,17 +175,17 @@ func runExamine(env *Env, o *examineOptions, devs []string) error {
 		return err
 	}
 	out := &bytes.Buffer{}
-	var rv int
+	var rv ExitCode
 	if o.json {
 		rv = examineJSONAll(env, out, devs, o.scan, homehost)
 	} else {
 		rv = examineTextAll(env, out, o, devs, homehost)
 	}
 	if _, err := env.Stdout.Write(out.Bytes()); err != nil {
-		return exitf(1, "write: %v", err)
+		return exitf(ExitFailure, "write: %v", err)
 	}
-	if rv != 0 {
-		return &ExitError{Code: rv}
+	if rv != ExitOK {
+		return &ExitError{Code: int(rv)}
 	}
 	return nil
 }
@@ -195,7 +195,7 @@ func runExamine(env *Env, o *examineOptions, devs []string) error {
 // homehost.
 func examineTargets(env *Env, o *examineOptions, devs []string) ([]string, string, error) {
 	if len(devs) == 0 && !o.scan {
-		return nil, "", exitf(2, "No devices to examine")
+		return nil, "", exitf(ExitUsage, "No devices to examine")
 	}
 	conf, homehost, err := examineSetup(env, o.config, o.homehost, o.homehostGiven, len(devs) == 0)
 	if err != nil {
@@ -208,7 +208,7 @@ func examineTargets(env *Env, o *examineOptions, devs []string) ([]string, strin
 			if name == "" {
 				name = DefaultMdadmConf
 			}
-			return nil, "", exitf(1, "No devices listed in %s", name)
+			return nil, "", exitf(ExitFailure, "No devices listed in %s", name)
 		}
 	}
 	return devs, homehost, nil
@@ -224,18 +224,18 @@ type briefArray struct {
 
 // examineTextAll examines every device in text (full, --brief or
 // --export) into out; it returns mdadm's exit status.
-func examineTextAll(env *Env, out *bytes.Buffer, o *examineOptions, devs []string, homehost string) int {
+func examineTextAll(env *Env, out *bytes.Buffer, o *examineOptions, devs []string, homehost string) ExitCode {
 	// "--scan implies --brief unless -vv" (mdadm.c); mdtool's --verbose
 	// is a single level.
 	brief := o.brief || o.scan
-	rv := 0
+	rv := ExitOK
 	var arrays []*briefArray
 	for _, dev := range devs {
 		p, err := probeDevice(dev)
 		if err != nil {
 			if !o.scan {
 				fmt.Fprintf(env.Stderr, "mdtool: %s\n", err)
-				rv = 1
+				rv = ExitFailure
 			}
 			continue
 		}
@@ -243,7 +243,7 @@ func examineTextAll(env *Env, out *bytes.Buffer, o *examineOptions, devs []strin
 			p.close()
 			if !brief {
 				fmt.Fprintf(env.Stderr, "mdtool: No md superblock detected on %s.\n", dev)
-				rv = 1
+				rv = ExitFailure
 			}
 			continue
 		}
@@ -1731,8 +1731,8 @@ func exIntp(v int) *int { return &v }
 
 // examineJSONAll examines every device into one JSON array; it returns
 // the exit status mdadm's text mode would have.
-func examineJSONAll(env *Env, w io.Writer, devs []string, scan bool, homehost string) int {
-	rv := 0
+func examineJSONAll(env *Env, w io.Writer, devs []string, scan bool, homehost string) ExitCode {
+	rv := ExitOK
 	docs := []*jsonExamine{}
 	for _, dev := range devs {
 		p, err := probeDevice(dev)
@@ -1740,7 +1740,7 @@ func examineJSONAll(env *Env, w io.Writer, devs []string, scan bool, homehost st
 			if !scan {
 				fmt.Fprintf(env.Stderr, "mdtool: %s\n", err)
 				docs = append(docs, &jsonExamine{Device: dev, Error: err.Error()})
-				rv = 1
+				rv = ExitFailure
 			}
 			continue
 		}
@@ -1749,7 +1749,7 @@ func examineJSONAll(env *Env, w io.Writer, devs []string, scan bool, homehost st
 			if !scan {
 				fmt.Fprintf(env.Stderr, "mdtool: No md superblock detected on %s.\n", dev)
 				docs = append(docs, &jsonExamine{Device: dev, Error: errNoSuperblock.Error()})
-				rv = 1
+				rv = ExitFailure
 			}
 			continue
 		}
@@ -1758,7 +1758,7 @@ func examineJSONAll(env *Env, w io.Writer, devs []string, scan bool, homehost st
 	}
 	if err := writeJSONDoc(w, docs); err != nil {
 		fmt.Fprintf(env.Stderr, "mdtool: %v\n", err)
-		return 1
+		return ExitFailure
 	}
 	return rv
 }

@@ -62,7 +62,7 @@ func newExamineBitmapCmd(env *Env) *cobra.Command {
 		Long:  examineBitmapLong,
 		RunE: func(c *cobra.Command, args []string) error {
 			if len(args) == 0 {
-				return exitf(2, "No devices given.")
+				return exitf(ExitUsage, "No devices given.")
 			}
 			return runExamineBitmap(env, o, args)
 		},
@@ -264,7 +264,7 @@ func locateBitmap(path string) (*bitmapSource, error) {
 // runExamineBitmap is mdadm's loop over ExamineBitmap.
 func runExamineBitmap(env *Env, o *examineBitmapOptions, devs []string) error {
 	out := &bytes.Buffer{}
-	rv := 0
+	rv := ExitOK
 	var docs []*jsonBitmapDoc
 	for _, dev := range devs {
 		if o.json {
@@ -280,14 +280,14 @@ func runExamineBitmap(env *Env, o *examineBitmapOptions, devs []string) error {
 			docs = []*jsonBitmapDoc{}
 		}
 		if err := writeJSONDoc(out, docs); err != nil {
-			return exitf(1, "%v", err)
+			return exitf(ExitFailure, "%v", err)
 		}
 	}
 	if _, err := env.Stdout.Write(out.Bytes()); err != nil {
-		return exitf(1, "write: %v", err)
+		return exitf(ExitFailure, "write: %v", err)
 	}
-	if rv != 0 {
-		return &ExitError{Code: rv}
+	if rv != ExitOK {
+		return &ExitError{Code: int(rv)}
 	}
 	return nil
 }
@@ -307,18 +307,18 @@ func bitmapUUIDText(u [16]byte, swap bool) string {
 }
 
 // examineBitmapText is ExamineBitmap: it returns 1 on failure.
-func examineBitmapText(env *Env, out io.Writer, dev string, brief bool) int {
+func examineBitmapText(env *Env, out io.Writer, dev string, brief bool) ExitCode {
 	errf := func(format string, a ...any) { fmt.Fprintf(env.Stderr, "mdtool: "+format, a...) }
 	src, err := locateBitmap(dev)
 	if err != nil {
 		errf("%s\n", err)
-		return 1
+		return ExitFailure
 	}
 	defer src.p.close()
 	r, err := readBitmapAt(src.p, src.off, brief)
 	if err != nil {
 		errf("%s\n", err)
-		return 1
+		return ExitFailure
 	}
 	if r.truncated {
 		errf("WARNING: bitmap file is not large enough for array size %d!\n\n", r.h.SyncSize)
@@ -341,7 +341,7 @@ func examineBitmapText(env *Env, out io.Writer, dev string, brief bool) int {
 	if (r.version() < bitmap.VersionHostEndian || r.version() > bitmap.VersionClustered) && !lockless {
 		errf("unknown bitmap version %d, either the bitmap file\n", int32(r.version()))
 		errf("is corrupted or you need to upgrade your tools\n")
-		return 1
+		return ExitFailure
 	}
 	h := r.h
 	p("            UUID : %s\n", bitmapUUIDText(r.h.UUID, src.swapUUID))
@@ -361,14 +361,14 @@ func examineBitmapText(env *Env, out io.Writer, dev string, brief bool) int {
 	if lockless {
 		// Not in mdadm 4.2, which rejects version 6.
 		p("          Bitmap : lockless (llbitmap, version 6); chunks not counted\n")
-		return 0
+		return ExitOK
 	}
 	if h.Nodes == 0 {
 		if brief {
-			return 0
+			return ExitOK
 		}
 		p("          Bitmap : %d bits (chunks), %d dirty (%2.1f%%)\n", r.total, r.dirty, dirtyPercent(r.dirty, r.total))
-		return 0
+		return ExitOK
 	}
 	p("   Cluster nodes : %d\n", int32(h.Nodes))
 	p("    Cluster name : %-64s\n", r.h.ClusterNameC())
@@ -397,7 +397,7 @@ func examineBitmapText(env *Env, out io.Writer, dev string, brief bool) int {
 		}
 		p("          Bitmap : %d bits (chunks), %d dirty (%2.1f%%)\n", nr.total, nr.dirty, dirtyPercent(nr.dirty, nr.total))
 	}
-	return 0
+	return ExitOK
 }
 
 // jsonNodeBitmap is one node's bitmap of a clustered bitmap.
@@ -454,12 +454,12 @@ type jsonBitmapDoc struct {
 
 // examineBitmapJSON describes one device's bitmap; the exit status is that
 // of the text form.
-func examineBitmapJSON(env *Env, dev string, brief bool) (*jsonBitmapDoc, int) {
+func examineBitmapJSON(env *Env, dev string, brief bool) (*jsonBitmapDoc, ExitCode) {
 	d := &jsonBitmapDoc{Device: dev}
-	fail := func(err error) (*jsonBitmapDoc, int) {
+	fail := func(err error) (*jsonBitmapDoc, ExitCode) {
 		fmt.Fprintf(env.Stderr, "mdtool: %s\n", err)
 		d.Error = err.Error()
-		return d, 1
+		return d, ExitFailure
 	}
 	src, err := locateBitmap(dev)
 	if err != nil {
@@ -517,5 +517,5 @@ func examineBitmapJSON(env *Env, dev string, brief bool) (*jsonBitmapDoc, int) {
 			Bits: nr.total, Dirty: nr.dirty, DirtyPercent: dirtyPercent(nr.dirty, nr.total),
 		})
 	}
-	return d, 0
+	return d, ExitOK
 }
