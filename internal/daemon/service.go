@@ -200,6 +200,20 @@ func (s *Service) FUSEFile() string {
 // Backend is the export backend of the array.
 func (s *Service) Backend() *Backend { return s.backend }
 
+// Array is the engine array the service serves.
+func (s *Service) Array() *engine.Array { return s.cfg.Array }
+
+// MemberPaths are the members' absolute paths, in the engine's order.
+func (s *Service) MemberPaths() []string {
+	s.memMu.RLock()
+	defer s.memMu.RUnlock()
+	paths := make([]string, len(s.cfg.Members))
+	for i, m := range s.cfg.Members {
+		paths[i] = m.Path
+	}
+	return paths
+}
+
 // Stop stops the array as `mdtool stop` does: it refuses (CodeBusy) while
 // an NBD client is connected or the FUSE file is open.
 func (s *Service) Stop() error { return s.stop(false) }
