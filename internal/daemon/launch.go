@@ -130,6 +130,9 @@ func Launch(lc LaunchConfig) (*Service, error) {
 		arr.Close()
 		return nil, &ServeError{Err: err}
 	}
+	for _, m := range specs {
+		svc.launched = append(svc.launched, m.Path)
+	}
 	return svc, nil
 }
 
