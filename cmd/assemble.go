@@ -266,7 +266,7 @@ func runAssemble(env *Env, o *assembleOptions, args []string, homehostFlag strin
 	}
 	conf, err := LoadMdadmConf(o.config)
 	if err != nil {
-		return exitf(1, "%v", err)
+		return exitf(ExitFailure, "%v", err)
 	}
 	as := &assembler{env: env, o: o, conf: conf, verbose: o.srv.verbose, used: map[string]bool{}}
 	as.homehost = ResolveHomeHost(homehostFlag, homehostGiven, conf, env.Hostname)
@@ -312,7 +312,7 @@ func checkAssembleFlags(o *assembleOptions, args []string) ([16]byte, error) {
 		return uuid, usagef("--super-minor is not supported (0.90 metadata cannot be assembled)")
 	}
 	if !o.scan && o.noDegraded {
-		return uuid, exitf(1, "--no-degraded not meaningful without a --scan assembly.")
+		return uuid, exitf(ExitFailure, "--no-degraded not meaningful without a --scan assembly.")
 	}
 	if len(args) == 0 && !o.scan {
 		return uuid, usagef("an md device must be given in --assemble mode (or --scan)")
@@ -345,7 +345,7 @@ func (as *assembler) jobsFor(args []string, cmdIdent assembleIdent) (jobs []asse
 		a := confArrayFor(conf, args[0])
 		if a == nil {
 			as.errf("%s not identified in config file.\n", args[0])
-			return nil, 0, &ExitError{Code: 1}
+			return nil, 0, &ExitError{Code: int(ExitFailure)}
 		}
 		jobs = append(jobs, assembleJob{mddev: args[0], ident: identFromConf(a)})
 	case !o.scan:
@@ -355,7 +355,7 @@ func (as *assembler) jobsFor(args []string, cmdIdent assembleIdent) (jobs []asse
 			a := confArrayFor(conf, d)
 			if a == nil {
 				as.errf("%s not identified in config file.\n", d)
-				rv |= 1
+				rv |= int(ExitFailure)
 				continue
 			}
 			jobs = append(jobs, assembleJob{mddev: d, ident: identFromConf(a)})
@@ -363,7 +363,7 @@ func (as *assembler) jobsFor(args []string, cmdIdent assembleIdent) (jobs []asse
 	default:
 		if len(conf.DeviceList()) == 0 {
 			as.errf("No devices listed in conf file were found.\n")
-			return nil, 0, &ExitError{Code: 1}
+			return nil, 0, &ExitError{Code: int(ExitFailure)}
 		}
 		for i := range conf.Arrays {
 			a := &conf.Arrays[i]
@@ -384,7 +384,7 @@ func (as *assembler) serveMetrics() (*daemon.MetricsServer, error) {
 	as.reg = metrics.NewRegistry()
 	srv, err := daemon.ServeMetrics(as.o.srv.metrics, as.reg)
 	if err != nil {
-		return nil, exitf(1, "cannot serve metrics on %s: %v", as.o.srv.metrics, err)
+		return nil, exitf(ExitFailure, "cannot serve metrics on %s: %v", as.o.srv.metrics, err)
 	}
 	as.metricsAddr = srv.Addr()
 	return srv, nil
@@ -402,15 +402,15 @@ func (as *assembler) runJobs(jobs []assembleJob, nargs, rv int) int {
 			continue
 		}
 		r := as.assemble(j)
-		if r == 2 && len(jobs) > 1 {
-			r = 1
+		if r == ExitUsage && len(jobs) > 1 {
+			r = ExitFailure
 		}
-		rv |= r
+		rv |= int(r)
 		cnt++
 	}
 	if as.o.scan && nargs == 0 && cnt == 0 && rv == 0 {
 		as.errf("No arrays found in config file or automatically\n")
-		rv = 1
+		rv = int(ExitFailure)
 	}
 	return rv
 }
@@ -463,7 +463,7 @@ func spawnAssemble(env *Env) error {
 		return &ExitError{Code: ce.Code}
 	}
 	if err != nil {
-		return exitf(1, "cannot start the daemon: %v", err)
+		return exitf(ExitFailure, "cannot start the daemon: %v", err)
 	}
 	if code != 0 {
 		return &ExitError{Code: code}
@@ -477,7 +477,7 @@ func spawnAssemble(env *Env) error {
 func spawnSelf(env *Env, args []string) (int, error) {
 	exe, err := os.Executable()
 	if err != nil {
-		return 1, fmt.Errorf("cannot find my own executable: %v", err)
+		return int(ExitFailure), fmt.Errorf("cannot find my own executable: %v", err)
 	}
 	stdout, _ := env.Stdout.(*os.File)
 	stderr, _ := env.Stderr.(*os.File)
@@ -772,7 +772,7 @@ func (as *assembler) leftOutDuplicate(d, kept *asmDev, slot int) {
 // selectDevices is select_devices: it returns the devices that form one
 // array (used == 1), or rc != 0: 1 when the assembly must abort, 2 when
 // nothing usable was found.
-func (as *assembler) selectDevices(j assembleJob, list []string) ([]*asmDev, int) {
+func (as *assembler) selectDevices(j assembleJob, list []string) ([]*asmDev, ExitCode) {
 	report := (j.inargv && as.verbose >= 0) || as.verbose > 0
 	var chosen []*asmDev
 	var first *asmDev
@@ -795,7 +795,7 @@ func (as *assembler) selectDevices(j assembleJob, list []string) ([]*asmDev, int
 				continue
 			}
 			as.errf("%s has no superblock - assembly aborted\n", path)
-			return nil, 1
+			return nil, ExitFailure
 		}
 		if !as.identMatches(j.ident, d, report) {
 			continue
@@ -832,14 +832,14 @@ func (as *assembler) selectDevices(j assembleJob, list []string) ([]*asmDev, int
 				}
 			}
 			as.errf("superblock on %s doesn't match others - assembly aborted\n", path)
-			return nil, 1
+			return nil, ExitFailure
 		}
 		chosen = append(chosen, d)
 	}
 	if len(chosen) == 0 {
-		return nil, 2
+		return nil, ExitUsage
 	}
-	return chosen, 0
+	return chosen, ExitOK
 }
 
 // sameArraySB is compare_super1 == 0: same set_uuid, ctime, level,
@@ -887,10 +887,10 @@ func (as *assembler) autoAssemble(j assembleJob) int {
 	n := 0
 	for {
 		r := as.assemble(j)
-		if r == 2 {
+		if r == ExitUsage {
 			return n
 		}
-		if r == 0 {
+		if r == ExitOK {
 			n++
 		}
 	}
@@ -898,19 +898,19 @@ func (as *assembler) autoAssemble(j assembleJob) int {
 
 // assemble is mdadm's Assemble() for one array: 0 started (or left
 // unstarted with --no-degraded), 1 failed, 2 no devices.
-func (as *assembler) assemble(j assembleJob) int {
+func (as *assembler) assemble(j assembleJob) ExitCode {
 	list := j.devs
 	if !j.inargv {
 		list = as.conf.DeviceList()
 	}
 	if !j.inargv && !j.auto && !j.ident.any() {
 		as.errf("No identity information available for %s - cannot assemble.\n", j.mddev)
-		return 1
+		return ExitFailure
 	}
 	devs, rc := as.selectDevices(j, list)
-	if rc != 0 {
-		if j.auto && rc == 1 {
-			return 2
+	if rc != ExitOK {
+		if j.auto && rc == ExitFailure {
+			return ExitUsage
 		}
 		return rc
 	}
@@ -926,25 +926,25 @@ func (as *assembler) assemble(j assembleJob) int {
 	if dev := as.activeWithUUID(ref.sb.SetUUID); dev != "" {
 		as.errf("Found some drive for an array that is already active: %s\n", dev)
 		as.errf("giving up.\n")
-		return 1
+		return ExitFailure
 	}
 	name, err := daemon.ArrayName(mddev)
 	if err != nil {
 		as.errf("%s is not a usable md device name\n", mddev)
-		return 1
+		return ExitFailure
 	}
 	lock, err := daemon.AcquireLock(daemon.PathsFor(as.o.srv.runDir, name))
 	if errors.Is(err, daemon.ErrRunning) {
 		as.errf("%s already active, cannot restart it!\n", mddev)
-		return 1
+		return ExitFailure
 	}
 	if err != nil {
 		as.errf("cannot lock %s: %v\n", mddev, err)
-		return 1
+		return ExitFailure
 	}
 	started := len(as.started)
 	r := as.loadAndStart(j, mddev, name, devs, lock)
-	if r != 0 || len(as.started) == started {
+	if r != ExitOK || len(as.started) == started {
 		// Not started (refused, or left unstarted by --no-degraded).
 		lock.Release()
 	}
@@ -1040,13 +1040,13 @@ func (st *asmArray) get(i int) int {
 // loadAndStart is the rest of Assemble(): load_devices, the freshness
 // rules, --force, the start decision, and starting the engine and the
 // daemon.
-func (as *assembler) loadAndStart(j assembleJob, mddev, name string, devs []*asmDev, lock *daemon.Lock) int {
+func (as *assembler) loadAndStart(j assembleJob, mddev, name string, devs []*asmDev, lock *daemon.Lock) ExitCode {
 	if devs = as.refuseInvalid(mddev, devs); len(devs) == 0 {
 		as.errf("%s assembled from 0 drives - not enough to start the array.\n", mddev)
-		return 1
+		return ExitFailure
 	}
 	if !as.runnableFeatures(mddev, devs[0].sb) {
-		return 1
+		return ExitFailure
 	}
 	st := &asmArray{j: j, mddev: mddev, devs: devs, rd: int(devs[0].sb.RaidDisks)}
 	as.loadSlots(st)
@@ -1055,12 +1055,12 @@ func (as *assembler) loadAndStart(j assembleJob, mddev, name string, devs []*asm
 		st.okcnt += as.forceArray(st)
 	}
 	if !as.chooseDrive(st) {
-		return 1
+		return ExitFailure
 	}
 	change := as.checkRoles(st)
 	change = as.forceClean(st) || change
 	if change && !as.rewriteChosen(st) {
-		return 1
+		return ExitFailure
 	}
 	as.reportNonFresh(st)
 	if rc, run := as.decideStart(st); !run {
@@ -1297,7 +1297,7 @@ func (as *assembler) reportNonFresh(st *asmArray) {
 // decideStart is start_array's decision: run when the array starts,
 // otherwise rc is the assembly's result (0 for one --no-degraded leaves
 // unstarted).
-func (as *assembler) decideStart(st *asmArray) (rc int, run bool) {
+func (as *assembler) decideStart(st *asmArray) (rc ExitCode, run bool) {
 	runstop := 0
 	if as.o.run {
 		runstop = 1
@@ -1310,12 +1310,12 @@ func (as *assembler) decideStart(st *asmArray) (rc int, run bool) {
 		(st.okcnt+st.rebuilding >= reqCnt || startPartialOK))) {
 		if runstop == -1 {
 			as.errf("%s", st.assembledFrom(false)+", but not started.\n")
-			return 0, false
+			return ExitOK, false
 		}
 		if as.verbose >= -1 {
 			as.errf("%s", st.assembledFrom(true)+st.whyNotStarted(reqCnt))
 		}
-		return 1, false
+		return ExitFailure, false
 	}
 	if !plan.Enough(st.level, st.rd, st.layout, true, st.avail) || !plan.Enough(st.level, st.rd, st.layout, st.clean, st.avail) {
 		// RUN_ARRAY would fail in the kernel.
@@ -1325,9 +1325,9 @@ func (as *assembler) decideStart(st *asmArray) (rc int, run bool) {
 		} else {
 			as.errf("Not enough devices to start the array while not clean - consider --force.\n")
 		}
-		return 1, false
+		return ExitFailure, false
 	}
-	return 0, true
+	return ExitOK, true
 }
 
 // assembledFrom is "MD assembled from N drives", followed by the rebuilding
@@ -1448,136 +1448,92 @@ func (as *assembler) forceArray(st *asmArray) int {
 	return okcnt
 }
 
-// start opens the members, starts the engine and the daemon and says so.
-func (as *assembler) start(j assembleJob, mddev, name string, devs []*asmDev, order []int, lock *daemon.Lock, clean bool) int {
-	edevs, specs, ok := as.openMembers(mddev, devs, order)
-	if !ok {
-		return 1
+// start hands the members to the daemon, which opens them, starts the
+// engine and serves the array, and says so.
+func (as *assembler) start(j assembleJob, mddev, name string, devs []*asmDev, order []int, lock *daemon.Lock, clean bool) ExitCode {
+	svc, err := daemon.Launch(as.launchConfig(mddev, name, devs, order, lock))
+	if err != nil {
+		as.launchFailed(mddev, err)
+		return ExitFailure
 	}
-	arr, ok := as.openEngine(mddev, edevs)
-	if !ok {
-		return 1
-	}
-	svc, ok := as.startDaemon(mddev, name, arr, specs, devs[order[0]].minor, lock)
-	if !ok {
-		return 1
-	}
-	as.reportStarted(mddev, arr, specs)
+	as.reportStarted(mddev, svc.Array(), svc.LaunchedPaths())
 	if as.verbose > 0 {
 		as.reportServing(mddev, svc)
 	}
-	as.started = append(as.started, &startedArray{name: name, dev: mddev, uuid: arr.UUID(), svc: svc})
-	return 0
+	as.started = append(as.started, &startedArray{name: name, dev: mddev, uuid: svc.Array().UUID(), svc: svc})
+	return ExitOK
 }
 
-// openMembers opens the members in order, exclusively, for the engine
-// (wrapped by the test hook) and the daemon; on failure it closes what it
-// opened and says why.
-func (as *assembler) openMembers(mddev string, devs []*asmDev, order []int) ([]engine.Device, []daemon.MemberSpec, bool) {
-	var edevs []engine.Device
-	var specs []daemon.MemberSpec
-	fail := func(format string, a ...any) ([]engine.Device, []daemon.MemberSpec, bool) {
-		for _, d := range edevs {
-			d.Close()
-		}
-		as.errf(format, a...)
-		return nil, nil, false
+// launchConfig is what the daemon needs to open the members (in order),
+// start the engine and serve it.
+func (as *assembler) launchConfig(mddev, name string, devs []*asmDev, order []int, lock *daemon.Lock) daemon.LaunchConfig {
+	lc := daemon.LaunchConfig{Name: name, Device: mddev, RunDir: as.o.srv.runDir, Lock: lock,
+		SuperMinor: devs[order[0]].minor, ReadOnly: as.o.readonly, Force: as.o.force,
+		SafeModeDelay: as.o.srv.safeModeDelay, SyncMinKBps: as.o.srv.syncMin, SyncMaxKBps: as.o.srv.syncMax,
+		NBDSocket: as.o.srv.nbdSocket, NBDListen: as.o.srv.nbdListen, FUSEDir: as.o.srv.fuse,
+		TLSCert: as.o.srv.tlsCert, TLSKey: as.o.srv.tlsKey, TLSCA: as.o.srv.tlsCA,
+		Metrics: as.reg, MetricsAddr: as.metricsAddr, WrapDevice: wrapMember,
+		// The device name is an argument, never part of the format, and
+		// shown escaped (escName) like every name in a log line.
+		Logf: func(format string, a ...any) { log.Printf("%s: "+format, append([]any{escName(mddev)}, a...)...) },
+		EngineLogf: func(format string, a ...any) {
+			engineLog.printf("%s: "+format, append([]any{escName(mddev)}, a...)...)
+		},
+		EngineName: escName(filepath.Base(mddev)), // mdname in the kernel-style lines
 	}
+	lc.NBDMaxConns, lc.NBDMaxBytes, lc.NBDIdleTimeout, _ = as.o.srv.nbdLimits() // checked in runAssemble
 	for _, k := range order {
 		d := devs[k]
-		fd, err := engine.OpenFile(d.path, engine.FileOptions{ReadOnly: as.o.readonly, Exclusive: true})
-		if err != nil {
-			return fail("failed to add %s to %s: %s\n", d.path, mddev, openReason(err))
-		}
-		ed, err := wrapMemberDevice(d.path, fd)
-		if err != nil {
-			fd.Close()
-			return fail("%v\n", err)
-		}
-		edevs = append(edevs, ed)
-		abs, err := filepath.Abs(d.path)
-		if err != nil {
-			abs = d.path
-		}
-		spec := daemon.MemberSpec{Path: abs, Dev: fd, Block: d.block, SBOffset: d.sbOff,
+		m := daemon.LaunchMember{Path: d.path, Block: d.block, SBOffset: d.sbOff,
 			DevNumber: int(d.sb.DevNumber), FailFast: d.sb.DevFlags&superblock.DevFlagFailFast != 0}
 		if d.block {
-			spec.Major, spec.Minor = ioctl.Major(d.rdev), ioctl.Minor(d.rdev)
+			m.Major, m.Minor = ioctl.Major(d.rdev), ioctl.Minor(d.rdev)
 		}
-		specs = append(specs, spec)
+		lc.Members = append(lc.Members, m)
+	}
+	lc.Added = func(i int) {
 		if as.verbose > 0 {
+			d := devs[order[i]]
 			as.errf("added %s to %s as %d\n", d.path, mddev, d.raidDisk)
 		}
 	}
-	return edevs, specs, true
+	return lc
 }
 
-// openEngine starts the engine on the opened members (closing them if it
-// does not start).
-func (as *assembler) openEngine(mddev string, edevs []engine.Device) (*engine.Array, bool) {
-	// The engine finds the same superblock the selection did: it tries
-	// 1.0, 1.1 and 1.2 and keeps the latest ctime, as mdadm does.
-	opts := engine.DefaultOptions()
-	opts.ReadOnly = as.o.readonly
-	opts.Force = as.o.force
-	opts.SafeModeDelay = as.o.srv.safeModeDelay
-	// The device name is an argument, never part of the format, and shown
-	// escaped (escName) like every name in a log line.
-	opts.Logf = func(format string, a ...any) {
-		engineLog.printf("%s: "+format, append([]any{escName(mddev)}, a...)...)
-	}
-	opts.Name = escName(filepath.Base(mddev)) // mdname in the kernel-style lines
-	arr, err := engine.Open(edevs, opts)
-	if err != nil {
-		for _, d := range edevs {
-			d.Close()
-		}
+// launchFailed says, in mdadm's words, why daemon.Launch failed.
+func (as *assembler) launchFailed(mddev string, err error) {
+	var (
+		oe *daemon.MemberOpenError
+		we *daemon.MemberWrapError
+		re *daemon.RunError
+		te *daemon.TLSError
+	)
+	switch {
+	case errors.As(err, &oe):
+		as.errf("failed to add %s to %s: %s\n", oe.Path, mddev, openReason(oe.Err))
+	case errors.As(err, &we):
+		as.errf("%v\n", we.Err)
+	case errors.As(err, &re):
+		err = re.Err
 		if errors.Is(err, engine.ErrZeroSize) {
 			// md would run it, serving nothing: say why it does not start.
 			err = errors.New(strings.TrimPrefix(err.Error(), "engine: "))
 		}
 		as.errf("failed to RUN_ARRAY %s: %v\n", mddev, err)
-		return nil, false
-	}
-	return arr, true
-}
-
-// startDaemon serves the array: the daemon with its exports (closing the
-// array if it does not start).
-func (as *assembler) startDaemon(mddev, name string, arr *engine.Array, specs []daemon.MemberSpec, superMinor int,
-	lock *daemon.Lock) (*daemon.Service, bool) {
-	var ma *metrics.Array
-	if as.reg != nil {
-		ma = metrics.NewArray(as.reg, name)
-	}
-	cfg := daemon.Config{Name: name, Device: mddev, RunDir: as.o.srv.runDir, Lock: lock, Array: arr,
-		Members: specs, SuperMinor: superMinor, ReadOnly: as.o.readonly,
-		NBDSocket: as.o.srv.nbdSocket, NBDListen: as.o.srv.nbdListen, FUSEDir: as.o.srv.fuse,
-		Metrics: ma, MetricsAddr: as.metricsAddr,
-		SyncLimits: engine.SyncLimits{MinKBps: as.o.srv.syncMin, MaxKBps: as.o.srv.syncMax}, WrapDevice: wrapMember,
-		Logf: func(format string, a ...any) { log.Printf("%s: "+format, append([]any{escName(mddev)}, a...)...) }}
-	cfg.NBDMaxConns, cfg.NBDMaxBytes, cfg.NBDIdleTimeout, _ = as.o.srv.nbdLimits() // checked in runAssemble
-	if as.o.srv.tlsCert != "" || as.o.srv.tlsKey != "" {
-		var err error
-		cfg.TLS, err = daemon.LoadTLS(as.o.srv.tlsCert, as.o.srv.tlsKey, as.o.srv.tlsCA)
-		if err != nil {
-			arr.Close()
-			as.errf("TLS for %s: %v\n", mddev, err)
-			return nil, false
+	case errors.As(err, &te):
+		as.errf("TLS for %s: %v\n", mddev, te.Err)
+	default:
+		var se *daemon.ServeError
+		if errors.As(err, &se) {
+			err = se.Err
 		}
-	}
-	svc, err := daemon.Start(cfg)
-	if err != nil {
-		arr.Close()
 		as.errf("cannot serve %s: %v\n", mddev, err)
-		return nil, false
 	}
-	return svc, true
 }
 
 // reportStarted says what the engine made of the members: members it
 // left out, then mdadm's "has been started with" line.
-func (as *assembler) reportStarted(mddev string, arr *engine.Array, specs []daemon.MemberSpec) {
+func (as *assembler) reportStarted(mddev string, arr *engine.Array, paths []string) {
 	inSync, rebuilding, spares := 0, 0, 0
 	present := map[int]bool{}
 	for _, mi := range arr.Members() {
@@ -1593,9 +1549,9 @@ func (as *assembler) reportStarted(mddev string, arr *engine.Array, specs []daem
 			spares++
 		}
 	}
-	for i, s := range specs {
+	for i, p := range paths {
 		if !present[i] {
-			as.errf("%s was left out by the engine (not fresh or not a member) - not part of %s\n", s.Path, mddev)
+			as.errf("%s was left out by the engine (not fresh or not a member) - not part of %s\n", p, mddev)
 		}
 	}
 	if as.verbose < 0 {

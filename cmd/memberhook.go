@@ -9,11 +9,3 @@ import "mdtool/engine"
 // internal/testkit/faults); the test build of the binary (build tag
 // mdtool_testhooks, testhooks_env.go) sets it from the environment.
 var wrapMember func(path string, d engine.Device) (engine.Device, error)
-
-// wrapMemberDevice applies wrapMember, if set, to the member at path.
-func wrapMemberDevice(path string, d engine.Device) (engine.Device, error) {
-	if wrapMember == nil {
-		return d, nil
-	}
-	return wrapMember(path, d)
-}

@@ -91,6 +91,8 @@ type Service struct {
 	nbdAddr  string
 	fuse     *fuseexport.Server
 
+	launched []string // Launch's members (LaunchedPaths)
+
 	memMu   sync.RWMutex // guards cfg.Members and removed
 	removed map[int]bool // device indexes removed from the array
 
@@ -199,6 +201,13 @@ func (s *Service) FUSEFile() string {
 
 // Backend is the export backend of the array.
 func (s *Service) Backend() *Backend { return s.backend }
+
+// Array is the engine array the service serves.
+func (s *Service) Array() *engine.Array { return s.cfg.Array }
+
+// LaunchedPaths are the absolute paths of the members Launch opened, in
+// the engine's order (nil for a service not started by Launch).
+func (s *Service) LaunchedPaths() []string { return s.launched }
 
 // Stop stops the array as `mdtool stop` does: it refuses (CodeBusy) while
 // an NBD client is connected or the FUSE file is open.
