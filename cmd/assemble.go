@@ -293,7 +293,7 @@ func runAssemble(env *Env, o *assembleOptions, args []string, homehostFlag strin
 	}
 	rv = as.runJobs(jobs, len(args), rv)
 	if len(as.started) == 0 {
-		if rv == 0 {
+		if rv == ExitOK {
 			return nil
 		}
 		return &ExitError{Code: rv}
@@ -337,7 +337,7 @@ func checkAssembleFlags(o *assembleOptions, args []string) ([16]byte, error) {
 // its members, md devices identified by mdadm.conf, every ARRAY line of
 // mdadm.conf, or auto-assembly. rv is 1 when an md device given with
 // --scan is not in mdadm.conf.
-func (as *assembler) jobsFor(args []string, cmdIdent assembleIdent) (jobs []assembleJob, rv int, err error) {
+func (as *assembler) jobsFor(args []string, cmdIdent assembleIdent) (jobs []assembleJob, rv ExitCode, err error) {
 	o, conf := as.o, as.conf
 	switch {
 	case !o.scan && len(args) == 1 && !cmdIdent.uuidSet && cmdIdent.name == "":
@@ -345,7 +345,7 @@ func (as *assembler) jobsFor(args []string, cmdIdent assembleIdent) (jobs []asse
 		a := confArrayFor(conf, args[0])
 		if a == nil {
 			as.errf("%s not identified in config file.\n", args[0])
-			return nil, 0, &ExitError{Code: int(ExitFailure)}
+			return nil, 0, &ExitError{Code: ExitFailure}
 		}
 		jobs = append(jobs, assembleJob{mddev: args[0], ident: identFromConf(a)})
 	case !o.scan:
@@ -355,7 +355,7 @@ func (as *assembler) jobsFor(args []string, cmdIdent assembleIdent) (jobs []asse
 			a := confArrayFor(conf, d)
 			if a == nil {
 				as.errf("%s not identified in config file.\n", d)
-				rv |= int(ExitFailure)
+				rv |= ExitFailure
 				continue
 			}
 			jobs = append(jobs, assembleJob{mddev: d, ident: identFromConf(a)})
@@ -363,7 +363,7 @@ func (as *assembler) jobsFor(args []string, cmdIdent assembleIdent) (jobs []asse
 	default:
 		if len(conf.DeviceList()) == 0 {
 			as.errf("No devices listed in conf file were found.\n")
-			return nil, 0, &ExitError{Code: int(ExitFailure)}
+			return nil, 0, &ExitError{Code: ExitFailure}
 		}
 		for i := range conf.Arrays {
 			a := &conf.Arrays[i]
@@ -392,7 +392,7 @@ func (as *assembler) serveMetrics() (*daemon.MetricsServer, error) {
 
 // runJobs assembles every job and returns the exit status, starting from
 // rv (nargs: the md devices given on the command line).
-func (as *assembler) runJobs(jobs []assembleJob, nargs, rv int) int {
+func (as *assembler) runJobs(jobs []assembleJob, nargs int, rv ExitCode) ExitCode {
 	// cnt is mdadm's: ARRAY lines tried, plus arrays auto-assembly
 	// found (whose failures alone do not change the exit status).
 	cnt := 0
@@ -405,12 +405,12 @@ func (as *assembler) runJobs(jobs []assembleJob, nargs, rv int) int {
 		if r == ExitUsage && len(jobs) > 1 {
 			r = ExitFailure
 		}
-		rv |= int(r)
+		rv |= r
 		cnt++
 	}
-	if as.o.scan && nargs == 0 && cnt == 0 && rv == 0 {
+	if as.o.scan && nargs == 0 && cnt == 0 && rv == ExitOK {
 		as.errf("No arrays found in config file or automatically\n")
-		rv = int(ExitFailure)
+		rv = ExitFailure
 	}
 	return rv
 }
@@ -460,13 +460,13 @@ func spawnAssemble(env *Env) error {
 	code, err := spawnSelf(env, args)
 	var ce *daemon.ChildExitError
 	if errors.As(err, &ce) {
-		return &ExitError{Code: ce.Code}
+		return &ExitError{Code: ExitCode(ce.Code)}
 	}
 	if err != nil {
 		return exitf(ExitFailure, "cannot start the daemon: %v", err)
 	}
 	if code != 0 {
-		return &ExitError{Code: code}
+		return &ExitError{Code: ExitCode(code)}
 	}
 	return nil
 }
@@ -492,7 +492,7 @@ func spawnSelf(env *Env, args []string) (int, error) {
 
 // serve reports readiness and serves the started arrays until every one
 // has stopped (mdtool stop, or SIGTERM/SIGINT for all).
-func (as *assembler) serve(rv int) error {
+func (as *assembler) serve(rv ExitCode) error {
 	logPath := ""
 	if len(as.started) == 1 {
 		logPath = daemon.PathsFor(as.o.srv.runDir, as.started[0].name).Log()
@@ -509,7 +509,7 @@ func (as *assembler) serve(rv int) error {
 		signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
 		defer signal.Stop(sigs)
 	}
-	if err := n.Ready(rv); err != nil {
+	if err := n.Ready(int(rv)); err != nil {
 		log.Printf("readiness notification: %v", err)
 	}
 	engineLog.flush()

@@ -185,7 +185,7 @@ func runExamine(env *Env, o *examineOptions, devs []string) error {
 		return exitf(ExitFailure, "write: %v", err)
 	}
 	if rv != ExitOK {
-		return &ExitError{Code: int(rv)}
+		return &ExitError{Code: rv}
 	}
 	return nil
 }

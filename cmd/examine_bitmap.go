@@ -287,7 +287,7 @@ func runExamineBitmap(env *Env, o *examineBitmapOptions, devs []string) error {
 		return exitf(ExitFailure, "write: %v", err)
 	}
 	if rv != ExitOK {
-		return &ExitError{Code: int(rv)}
+		return &ExitError{Code: rv}
 	}
 	return nil
 }

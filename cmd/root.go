@@ -61,9 +61,7 @@ const (
 // as "mdtool: Msg" on stderr; an empty Msg means the command already said
 // what it had to say.
 type ExitError struct {
-	// Code is an ExitCode; still an int while assemble.go, examine.go
-	// and examine_bitmap.go build it from plain ints.
-	Code int
+	Code ExitCode
 	Msg  string
 }
 
@@ -76,12 +74,12 @@ func (e *ExitError) Error() string {
 
 // exitf returns an ExitError with a formatted message.
 func exitf(code ExitCode, format string, a ...any) error {
-	return &ExitError{Code: int(code), Msg: fmt.Sprintf(format, a...)}
+	return &ExitError{Code: code, Msg: fmt.Sprintf(format, a...)}
 }
 
 // exitMsg returns an ExitError that prints msg as it is.
 func exitMsg(code ExitCode, msg string) error {
-	return &ExitError{Code: int(code), Msg: msg}
+	return &ExitError{Code: code, Msg: msg}
 }
 
 // exitStatus returns an ExitError for a command that has already said
@@ -90,7 +88,7 @@ func exitStatus(code ExitCode) error {
 	if code == ExitOK {
 		return nil
 	}
-	return &ExitError{Code: int(code)}
+	return &ExitError{Code: code}
 }
 
 // usageError marks an error in the command line: mdadm exits 2 for those.
