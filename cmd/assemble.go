@@ -271,7 +271,7 @@ func runAssemble(env *Env, o *assembleOptions, args []string, homehostFlag strin
 	as := &assembler{env: env, o: o, conf: conf, verbose: o.srv.verbose, used: map[string]bool{}}
 	as.homehost = ResolveHomeHost(homehostFlag, homehostGiven, conf, env.Hostname)
 	for _, w := range conf.Warnings {
-		as.errf("%s\n", w)
+		as.errf("%s\n", confWarningText(w))
 	}
 	cmdIdent := newIdent()
 	cmdIdent.uuid, cmdIdent.uuidSet = uuid, o.uuid != ""

@@ -162,7 +162,7 @@ func examineSetup(env *Env, config, homehost string, homehostGiven, needDevices 
 			return nil, "", exitf(ExitFailure, "%v", err)
 		}
 		for _, w := range conf.Warnings {
-			fmt.Fprintf(env.Stderr, "mdtool: %s\n", w)
+			fmt.Fprintf(env.Stderr, "mdtool: %s\n", confWarningText(w))
 		}
 	}
 	return conf, ResolveHomeHost(homehost, homehostGiven, conf, env.Hostname), nil

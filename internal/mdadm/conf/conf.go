@@ -4,8 +4,8 @@
 // device list they name and the device names mdadm gives device numbers.
 // The syntax and the meaning of every line follow mdadm 4.2's config.c
 // and lib.c (conf_word/conf_line) and the mdadm.conf(5) manual. Warnings
-// are mdadm's texts (without the "mdadm: " prefix), as values; the
-// commands print them.
+// are typed values (Warning: kind and the words at fault); cmd words and
+// prints them as mdadm does.
 package conf
 
 import (
@@ -107,9 +107,46 @@ type Conf struct {
 
 	MonitorDelay int // first word of the first MONITORDELAY line, 0 if none
 
-	// Warnings are mdadm's complaints about the file, worded as mdadm
-	// words them (without the "mdadm: " prefix), in the order found.
-	Warnings []string
+	// Warnings are mdadm's complaints about the file, in the order found
+	// (cmd words them as mdadm does).
+	Warnings []Warning
+}
+
+// WarningKind is one of mdadm's complaints about a configuration file.
+type WarningKind int
+
+// The complaints of mdadm 4.2's config.c. Word is the word complained
+// about; Other the second one where there are two.
+const (
+	UnknownKeyword        WarningKind = iota + 1 // a line's first word is no keyword
+	DeviceLineWord                               // a DEVICE word that is no path, "partitions" or "containers"
+	ArrayOneDevice                               // a second md device on an ARRAY line (Word: the first, Other: the second)
+	ArrayInvalidName                             // an md device name mdadm does not take
+	ArrayUUIDTwice                               // uuid= given twice
+	ArrayBadUUID                                 // uuid= that does not parse
+	ArraySuperMinorTwice                         // super-minor= given twice
+	ArrayBadSuperMinor                           // super-minor= that is no minor number
+	ArrayNameTwice                               // name= given twice
+	ArrayNameTooLong                             // name= longer than 32 bytes
+	ArrayBitmapTwice                             // bitmap= given twice
+	ArrayDevicesTwice                            // devices= given twice
+	ArraySpareGroupTwice                         // spare-group= given twice
+	ArrayMetadataUnknown                         // metadata= naming no format (Word: the format)
+	ArrayWord                                    // an ARRAY word mdadm does not know
+	ArrayNoIdentity                              // an ARRAY line without uuid=, super-minor=, name= or devices= (Word: its device, "(null)" if none)
+	CreateMissingOwner                           // CREATE owner= without a name
+	CreateMissingGroup                           // CREATE group= without a name
+	CreateMissingMode                            // CREATE mode= without a mode
+	CreateBadMode                                // CREATE mode= that is no octal mode (Word: the mode)
+	CreateMetadataUnknown                        // CREATE metadata= naming no format (Word: the format)
+	CreateWord                                   // a CREATE word mdadm does not know
+)
+
+// Warning is one complaint about a configuration file.
+type Warning struct {
+	Kind  WarningKind
+	Word  string
+	Other string
 }
 
 // Array is one ARRAY line.
@@ -365,13 +402,20 @@ func (conf *Conf) Parse(name string, r io.Reader) {
 				conf.MonitorDelay = confStrtol(args[0])
 			}
 		default:
-			conf.warnf("Unknown keyword %s", l.words[0])
+			conf.warn(UnknownKeyword, l.words[0])
 		}
 	}
 }
 
-func (conf *Conf) warnf(format string, a ...any) {
-	conf.Warnings = append(conf.Warnings, fmt.Sprintf(format, a...))
+func (conf *Conf) warn(k WarningKind, words ...string) {
+	w := Warning{Kind: k}
+	if len(words) > 0 {
+		w.Word = words[0]
+	}
+	if len(words) > 1 {
+		w.Other = words[1]
+	}
+	conf.Warnings = append(conf.Warnings, w)
 }
 
 func (conf *Conf) deviceLine(args []string) {
@@ -380,7 +424,7 @@ func (conf *Conf) deviceLine(args []string) {
 			conf.Devices = append(conf.Devices, w)
 		} else {
 			// mdadm 4.2's spelling.
-			conf.warnf("unreconised word on DEVICE line: %s", w)
+			conf.warn(DeviceLineWord, w)
 		}
 	}
 }
@@ -440,35 +484,35 @@ func (conf *Conf) arrayLine(file string, line int, args []string) {
 				(strings.HasPrefix(w, "/dev/md") && confIsNumber(w[7:])) ||
 				(strings.HasPrefix(w, "/dev/md_d") && confIsNumber(w[9:])) {
 				if devSet {
-					conf.warnf("only give one device per ARRAY line: %s and %s", a.Device, w)
+					conf.warn(ArrayOneDevice, a.Device, w)
 				} else {
 					a.Device, devSet = w, true
 				}
 			} else {
-				conf.warnf("%s is an invalid name for an md device - ignored.", w)
+				conf.warn(ArrayInvalidName, w)
 			}
 		case confHasPrefixFold(w, "uuid="):
 			if a.UUIDSet {
-				conf.warnf("only specify uuid once, %s ignored.", w)
+				conf.warn(ArrayUUIDTwice, w)
 			} else if u, ok := ParseUUIDText(w[5:]); ok {
 				a.UUID, a.UUIDSet = u, true
 			} else {
-				conf.warnf("bad uuid: %s", w)
+				conf.warn(ArrayBadUUID, w)
 			}
 		case confHasPrefixFold(w, "super-minor="):
 			if a.SuperMinor != -1 {
-				conf.warnf("only specify super-minor once, %s ignored.", w)
+				conf.warn(ArraySuperMinorTwice, w)
 			} else if n, err := strconv.ParseInt(w[12:], 10, 32); err != nil || n < 0 {
-				conf.warnf("invalid super-minor number: %s", w)
+				conf.warn(ArrayBadSuperMinor, w)
 			} else {
 				a.SuperMinor = int(n)
 			}
 		case confHasPrefixFold(w, "name="):
 			switch {
 			case a.Name != "":
-				conf.warnf("only specify name once, %s ignored.", w)
+				conf.warn(ArrayNameTwice, w)
 			case len(plan.UnescapeName(w[5:])) > 32:
-				conf.warnf("name too long, ignoring %s", w)
+				conf.warn(ArrayNameTooLong, w)
 			default:
 				// mdtool's ARRAY lines write the name escaped
 				// (plan.EscapeName); a name without a backslash
@@ -477,19 +521,19 @@ func (conf *Conf) arrayLine(file string, line int, args []string) {
 			}
 		case confHasPrefixFold(w, "bitmap="):
 			if a.Bitmap != "" {
-				conf.warnf("only specify bitmap file once. %s ignored", w)
+				conf.warn(ArrayBitmapTwice, w)
 			} else {
 				a.Bitmap = w[7:]
 			}
 		case confHasPrefixFold(w, "devices="):
 			if a.Devices != "" {
-				conf.warnf("only specify devices once (use a comma separated list). %s ignored", w)
+				conf.warn(ArrayDevicesTwice, w)
 			} else {
 				a.Devices = w[8:]
 			}
 		case confHasPrefixFold(w, "spare-group="):
 			if a.SpareGroup != "" {
-				conf.warnf("only specify one spare group per array. %s ignored.", w)
+				conf.warn(ArraySpareGroupTwice, w)
 			} else {
 				a.SpareGroup = w[12:]
 			}
@@ -509,7 +553,7 @@ func (conf *Conf) arrayLine(file string, line int, args []string) {
 			if knownMetadata(w[9:]) {
 				a.Metadata = w[9:]
 			} else {
-				conf.warnf("metadata format %s unknown, ignored.", w[9:])
+				conf.warn(ArrayMetadataUnknown, w[9:])
 			}
 		case confHasPrefixFold(w, "auto="):
 			a.Auto = w[5:]
@@ -518,7 +562,7 @@ func (conf *Conf) arrayLine(file string, line int, args []string) {
 		case confHasPrefixFold(w, "container="):
 			a.Container = w[10:]
 		default:
-			conf.warnf("unrecognised word on ARRAY line: %s", w)
+			conf.warn(ArrayWord, w)
 		}
 	}
 	if !a.UUIDSet && a.Devices == "" && a.SuperMinor == -1 && a.Name == "" &&
@@ -527,7 +571,7 @@ func (conf *Conf) arrayLine(file string, line int, args []string) {
 		if !devSet {
 			dev = "(null)"
 		}
-		conf.warnf("ARRAY line %s has no identity information.", dev)
+		conf.warn(ArrayNoIdentity, dev)
 		return
 	}
 	conf.Arrays = append(conf.Arrays, a)
@@ -564,25 +608,25 @@ func (conf *Conf) createLine(args []string) {
 			c.Auto = w[5:]
 		case confHasPrefixFold(w, "owner="):
 			if len(w) == 6 {
-				conf.warnf("missing owner name")
+				conf.warn(CreateMissingOwner)
 				continue
 			}
 			c.Owner = w[6:]
 		case confHasPrefixFold(w, "group="):
 			if len(w) == 6 {
-				conf.warnf("missing group name")
+				conf.warn(CreateMissingGroup)
 				continue
 			}
 			c.Group = w[6:]
 		case confHasPrefixFold(w, "mode="):
 			if len(w) == 5 {
-				conf.warnf("missing CREATE mode")
+				conf.warn(CreateMissingMode)
 				continue
 			}
 			m, err := strconv.ParseUint(w[5:], 8, 32)
 			if err != nil {
 				c.Mode = 0600
-				conf.warnf("unrecognised CREATE mode %s", w[5:])
+				conf.warn(CreateBadMode, w[5:])
 			} else {
 				c.Mode = uint32(m)
 			}
@@ -593,7 +637,7 @@ func (conf *Conf) createLine(args []string) {
 					c.Metadata = w[9:]
 				}
 			} else {
-				conf.warnf("metadata format %s unknown, ignoring", w[9:])
+				conf.warn(CreateMetadataUnknown, w[9:])
 			}
 		case confHasPrefixFold(w, "symlinks=yes"):
 			c.Symlinks = "yes"
@@ -608,7 +652,7 @@ func (conf *Conf) createLine(args []string) {
 		case confHasPrefixFold(w, "bbl=yes"):
 			c.BBL = "yes"
 		default:
-			conf.warnf("unrecognised word on CREATE line: %s", w)
+			conf.warn(CreateWord, w)
 		}
 	}
 }

@@ -133,41 +133,42 @@ FROBNICATE now
 	if len(c.Sysfs) != 1 || len(c.Policies) != 1 || len(c.PartPolicies) != 1 || c.MonitorDelay != 60 {
 		t.Errorf("sysfs/policy/monitordelay: %q %q %q %d", c.Sysfs, c.Policies, c.PartPolicies, c.MonitorDelay)
 	}
-	wantWarnings := []string{
-		"unreconised word on DEVICE line: bogus",
-		"ARRAY line /dev/md5 has no identity information.",
-		"/tmp/bad is an invalid name for an md device - ignored.",
-		"bad uuid: uuid=1234",
-		"metadata format 2.0 unknown, ignored.",
-		"unrecognised word on ARRAY line: frob=1",
-		"ARRAY line (null) has no identity information.",
-		"unrecognised CREATE mode 99",
-		"unrecognised word on CREATE line: frob",
-		"Unknown keyword FROBNICATE",
+	wantWarnings := []Warning{
+		{Kind: DeviceLineWord, Word: "bogus"},
+		{Kind: ArrayNoIdentity, Word: "/dev/md5"},
+		{Kind: ArrayInvalidName, Word: "/tmp/bad"},
+		{Kind: ArrayBadUUID, Word: "uuid=1234"},
+		{Kind: ArrayMetadataUnknown, Word: "2.0"},
+		{Kind: ArrayWord, Word: "frob=1"},
+		{Kind: ArrayNoIdentity, Word: "(null)"},
+		{Kind: CreateBadMode, Word: "99"},
+		{Kind: CreateWord, Word: "frob"},
+		{Kind: UnknownKeyword, Word: "FROBNICATE"},
 	}
 	if !reflect.DeepEqual(c.Warnings, wantWarnings) {
-		t.Errorf("warnings:\n%s\nwant:\n%s", strings.Join(c.Warnings, "\n"), strings.Join(wantWarnings, "\n"))
+		t.Errorf("warnings:\n%+v\nwant:\n%+v", c.Warnings, wantWarnings)
 	}
 }
+
 
 func TestConfArrayRules(t *testing.T) {
 	c := parseConf(t, `ARRAY /dev/md0 /dev/md1 uuid=01234567:89abcdef:01234567:89abcdef uuid=1
 ARRAY md_d2 super-minor=x name=123456789012345678901234567890123 name=a name=b
 ARRAY /dev/md_d3 super-minor=-1 devices=a devices=b spare-group=x spare-group=y bitmap=1 bitmap=2
 `)
-	want := []string{
-		"only give one device per ARRAY line: /dev/md0 and /dev/md1",
-		"only specify uuid once, uuid=1 ignored.",
-		"invalid super-minor number: super-minor=x",
-		"name too long, ignoring name=123456789012345678901234567890123",
-		"only specify name once, name=b ignored.",
-		"invalid super-minor number: super-minor=-1",
-		"only specify devices once (use a comma separated list). devices=b ignored",
-		"only specify one spare group per array. spare-group=y ignored.",
-		"only specify bitmap file once. bitmap=2 ignored",
+	want := []Warning{
+		{Kind: ArrayOneDevice, Word: "/dev/md0", Other: "/dev/md1"},
+		{Kind: ArrayUUIDTwice, Word: "uuid=1"},
+		{Kind: ArrayBadSuperMinor, Word: "super-minor=x"},
+		{Kind: ArrayNameTooLong, Word: "name=123456789012345678901234567890123"},
+		{Kind: ArrayNameTwice, Word: "name=b"},
+		{Kind: ArrayBadSuperMinor, Word: "super-minor=-1"},
+		{Kind: ArrayDevicesTwice, Word: "devices=b"},
+		{Kind: ArraySpareGroupTwice, Word: "spare-group=y"},
+		{Kind: ArrayBitmapTwice, Word: "bitmap=2"},
 	}
 	if !reflect.DeepEqual(c.Warnings, want) {
-		t.Errorf("warnings:\n%s", strings.Join(c.Warnings, "\n"))
+		t.Errorf("warnings:\n%+v", c.Warnings)
 	}
 	if len(c.Arrays) != 3 || c.Arrays[1].Device != "md_d2" || c.Arrays[1].Name != "a" {
 		t.Errorf("arrays %+v", c.Arrays)
