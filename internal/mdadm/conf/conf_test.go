@@ -150,7 +150,6 @@ FROBNICATE now
 	}
 }
 
-
 func TestConfArrayRules(t *testing.T) {
 	c := parseConf(t, `ARRAY /dev/md0 /dev/md1 uuid=01234567:89abcdef:01234567:89abcdef uuid=1
 ARRAY md_d2 super-minor=x name=123456789012345678901234567890123 name=a name=b
