@@ -216,16 +216,41 @@ func (s *Server) Unmount() error {
 // deadMount reports whether dir is a FUSE mount whose server is gone:
 // stat fails with ENOTCONN, or, while stat still answers from the
 // attribute cache, statfs (which always asks the server) fails with
-// ENOTCONN or ECONNABORTED.
+// ENOTCONN or ECONNABORTED, or EIO (a request the server took and never
+// answered before it was killed is ended with EIO when the connection
+// is aborted).
 func deadMount(dir string, statErr error) bool {
 	dead := func(err error) bool {
-		return errors.Is(err, syscall.ENOTCONN) || errors.Is(err, syscall.ECONNABORTED)
+		return errors.Is(err, syscall.ENOTCONN) || errors.Is(err, syscall.ECONNABORTED) ||
+			errors.Is(err, syscall.EIO) && fuseMountPoint(dir)
 	}
 	if dead(statErr) {
 		return true
 	}
 	var sfs syscall.Statfs_t
 	return dead(syscall.Statfs(dir, &sfs))
+}
+
+// fuseMountPoint reports whether dir is the mount point of a FUSE file
+// system (/proc/self/mountinfo: mount point in field 5, the file system
+// type after the " - " separator).
+func fuseMountPoint(dir string) bool {
+	b, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return false
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 5 || f[4] != dir {
+			continue
+		}
+		if i := strings.Index(line, " - "); i >= 0 {
+			if t := strings.Fields(line[i+3:]); len(t) > 0 && (t[0] == "fuse" || strings.HasPrefix(t[0], "fuse.")) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // detachStale lazily unmounts a dead FUSE mount on dir: umount2(MNT_DETACH)
