@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"unsafe"
 
 	"golang.org/x/sys/unix"
 
@@ -123,10 +122,9 @@ func (d *FileDevice) ReadAt(p []byte, off int64) (int, error) {
 // changes while it is served) or the block device's.
 func (d *FileDevice) CurrentSize() (int64, error) {
 	if d.block {
-		var size uint64
-		_, _, errno := unix.Syscall(unix.SYS_IOCTL, uintptr(d.fd), uintptr(unix.BLKGETSIZE64), uintptr(unsafe.Pointer(&size)))
-		if errno != 0 {
-			return 0, &os.PathError{Op: "ioctl(BLKGETSIZE64)", Path: d.path, Err: errno}
+		size, err := ioctl.BlockDeviceSize(d.fd)
+		if err != nil {
+			return 0, &os.PathError{Op: "ioctl(BLKGETSIZE64)", Path: d.path, Err: err}
 		}
 		return int64(size), nil
 	}

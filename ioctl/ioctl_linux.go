@@ -98,7 +98,7 @@ func blockGeometry(f *os.File, rdev uint64) (Geometry, error) {
 	sys := sysfsDir(rdev)
 	fd := int(f.Fd())
 
-	size, err := getSize64(fd)
+	size, err := BlockDeviceSize(fd)
 	if err != nil {
 		sectors, serr := readSysfsUint(filepath.Join(sys, "size"))
 		if serr != nil {
@@ -141,7 +141,9 @@ func blockGeometry(f *os.File, rdev uint64) (Geometry, error) {
 	return g, nil
 }
 
-func getSize64(fd int) (uint64, error) {
+// BlockDeviceSize is BLKGETSIZE64 on an open block device: its size in
+// bytes now (a resize shows at once).
+func BlockDeviceSize(fd int) (uint64, error) {
 	var size uint64
 	_, _, errno := unix.Syscall(unix.SYS_IOCTL, uintptr(fd), uintptr(unix.BLKGETSIZE64), uintptr(unsafe.Pointer(&size)))
 	if errno != 0 {
