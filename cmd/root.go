@@ -212,6 +212,7 @@ overrides the built-in defaults (mdadm's).`,
 		newManageCmd(env),
 		newWaitCmd(env),
 		newActionCmd(env),
+		newGrowCmd(env),
 		newMonitorCmd(env),
 		newGenDocsCmd(),
 	)
