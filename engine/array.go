@@ -82,6 +82,7 @@ type member struct {
 	role        int // -1 for a spare
 	ls          *loadedSuper
 	dataOff     int64 // bytes
+	newOff      int64 // bytes: data_offset + new_offset during a reshape (the new geometry's data)
 	lbs         int64
 	state       atomic.Uint32 // MemberState
 	recovery    atomic.Uint64 // member sectors valid while Recovering
@@ -139,6 +140,7 @@ type Array struct {
 	opts    Options
 	geo     layout.Geometry
 	striped *layout.Striped
+	rs      *layout.Reshape // an active reshape (reshape.go), nil otherwise
 	level   layout.Level
 	n       int
 	roles   []*member // by role, nil = missing
@@ -192,7 +194,7 @@ func Open(devs []Device, opts Options) (*Array, error) {
 		return nil, err
 	}
 	ref := as.ref.sb
-	a := &Array{opts: opts, devs: devs, n: int(ref.RaidDisks), drained: make(chan struct{}, 1), uuid: ref.SetUUID}
+	a := &Array{opts: opts, devs: devs, n: int(ref.StateSlots()), drained: make(chan struct{}, 1), uuid: ref.SetUUID}
 	a.suspCond = sync.NewCond(&a.suspMu)
 	a.sc.init()
 	a.level = layout.Level(ref.Level)
@@ -216,6 +218,8 @@ func Open(devs []Device, opts Options) (*Array, error) {
 		}
 	}
 	switch {
+	case a.rs != nil:
+		a.pers = a.newReshapePers()
 	case a.striped != nil:
 		a.pers = &stripedPers{a: a, g: a.striped, r6: a.level == layout.RAID6}
 	default:
@@ -270,7 +274,7 @@ func (a *Array) addMembers(as *assembly) {
 		ls := as.supers[i]
 		dev := a.devs[i]
 		m := &member{dev: dev, index: i, role: role, ls: ls, dataOff: int64(ls.sb.DataOffset) * 512,
-			lbs: int64(dev.Geometry().LogicalBlock), sbEvents: ls.sb.Events, memory: dev.Geometry().Memory,
+			newOff: int64(ls.sb.NewDataOffset()) * 512, lbs: int64(dev.Geometry().LogicalBlock), sbEvents: ls.sb.Events, memory: dev.Geometry().Memory,
 			savedRole: -1}
 		m.writeMostly = ls.sb.DevFlags&superblock.DevFlagWriteMostly != 0
 		m.failFast = ls.sb.DevFlags&superblock.DevFlagFailFast != 0
@@ -327,7 +331,7 @@ func (a *Array) setGeometry(ref *superblock.Superblock) error {
 		Level:            a.level,
 		Layout:           int(ref.Layout),
 		ChunkSectors:     uint64(ref.ChunkSize),
-		RaidDisks:        a.n,
+		RaidDisks:        int(ref.RaidDisks),
 		ComponentSectors: ref.Size,
 	}
 	if a.level == layout.RAID0 && ref.FeatureMap&superblock.FeatureRAID0Layout == 0 {
@@ -343,7 +347,11 @@ func (a *Array) setGeometry(ref *superblock.Superblock) error {
 		}
 	}
 	var err error
-	a.geo, err = layout.New(p)
+	if reshapeActive(ref) {
+		a.geo, err = a.reshapeGeometry(ref, p)
+	} else {
+		a.geo, err = layout.New(p)
+	}
 	if err != nil {
 		return err
 	}
@@ -356,6 +364,9 @@ func (a *Array) setGeometry(ref *superblock.Superblock) error {
 		a.opts.Logf("md/raid10: This RAID10 layout does not provide data safety - please backup and create new array")
 	}
 	a.size = int64(a.geo.ArraySectors()) * 512
+	if a.rs != nil {
+		a.size = int64(a.rs.ArraySectors()) * 512
+	}
 	if a.size == 0 {
 		// Nothing to serve: members whose data area (or the component
 		// size) is smaller than one chunk, or 0.
@@ -388,7 +399,7 @@ func (a *Array) setGeometry(ref *superblock.Superblock) error {
 // checkDataAreas checks that every member holds its data area.
 func (a *Array) checkDataAreas() error {
 	for _, m := range a.all {
-		need := m.dataOff
+		need := max(m.dataOff, m.newOff)
 		if m.role >= 0 {
 			need += int64(a.geo.DevSectors(m.role)) * 512
 		}

@@ -159,11 +159,13 @@ func assemble(devs []Device, minor int) (*assembly, error) {
 				superblock.FormatUUID(ls.sb.SetUUID), superblock.FormatUUID(ref.SetUUID))
 		}
 	}
-	if ref.FeatureMap&(superblock.FeatureReshapeActive|superblock.FeatureJournal|superblock.FeaturePPL|
+	if ref.FeatureMap&(superblock.FeatureJournal|superblock.FeaturePPL|
 		superblock.FeatureMultiplePPLs|superblock.FeatureClustered) != 0 {
-		return nil, fmt.Errorf("%w: feature map 0x%x (reshape, journal, PPL or cluster)", ErrUnsupported, ref.FeatureMap)
+		return nil, fmt.Errorf("%w: feature map 0x%x (journal, PPL or cluster)", ErrUnsupported, ref.FeatureMap)
 	}
-	n := int(ref.RaidDisks)
+	// During a reshape that removes devices, the roles above the new
+	// raid_disks still hold data (StateSlots).
+	n := int(ref.StateSlots())
 	as.roleDev = make([]int, n)
 	for r := range as.roleDev {
 		as.roleDev[r] = -1

@@ -276,6 +276,9 @@ func writeDurable(d Device, p []byte, off int64) error {
 func (a *Array) syncSuper(m *member, utime superblock.Time) []byte {
 	sb := m.ls.sb
 	keep := sb.FeatureMap & (superblock.FeatureBadBlocks | superblock.FeatureRAID0Layout)
+	if a.rs != nil {
+		keep |= sb.FeatureMap & reshapeBits // the reshape fields stay as they were
+	}
 	sb.FeatureMap = keep
 	if a.hasBM {
 		sb.FeatureMap |= superblock.FeatureBitmapOffset

@@ -175,6 +175,9 @@ func (a *Array) StartAction(action string) error {
 	if a.opts.ReadOnly {
 		return ErrReadOnly
 	}
+	if a.rs != nil {
+		return ErrBusy // the reshape owns the sync thread (md: EBUSY)
+	}
 	if !a.redundant() {
 		return fmt.Errorf("%w: %v has no sync actions", ErrUnsupported, a.level)
 	}

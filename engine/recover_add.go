@@ -35,6 +35,9 @@ func (a *Array) AddDevice(dev Device, opts AddOptions) (int, error) {
 	if !a.redundant() {
 		return -1, fmt.Errorf("%w: %v takes no spares", ErrUnsupported, a.level)
 	}
+	if a.rs != nil {
+		return -1, fmt.Errorf("%w: adding a device during a reshape", ErrUnsupported)
+	}
 	if a.failed.Load() {
 		return -1, fmt.Errorf("%w: using --add cannot work on a failed array", ErrFailed)
 	}

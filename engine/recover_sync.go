@@ -288,6 +288,9 @@ func (a *Array) checkRecovery() {
 // syncWork tells, without taking the sync slot, whether checkRecovery
 // may have something to start (so that idle ticks never hold the slot).
 func (a *Array) syncWork() bool {
+	if a.rs != nil {
+		return false // md runs the reshape before anything else (not yet: nothing runs)
+	}
 	if holes, spares := a.sparePlan(); len(holes) > 0 && len(spares) > 0 {
 		return true
 	}

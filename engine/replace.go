@@ -111,6 +111,9 @@ func (a *Array) Replace(role, with int) error {
 	if role < 0 || role >= a.n {
 		return fmt.Errorf("engine: no role %d", role)
 	}
+	if a.rs != nil {
+		return fmt.Errorf("%w: replace during a reshape", ErrUnsupported)
+	}
 	a.cfgMu.RLock()
 	old := a.roles[role]
 	var sp *member

@@ -23,6 +23,17 @@ type stripedPers struct {
 	a  *Array
 	g  *layout.Striped
 	r6 bool
+	// newOff: the new geometry of a reshape, whose data starts at the
+	// members' new data offset.
+	newOff bool
+}
+
+// off is where m's data area starts for this geometry (bytes).
+func (sp *stripedPers) off(m *member) int64 {
+	if sp.newOff {
+		return m.newOff
+	}
+	return m.dataOff
 }
 
 // stripeWork is the per-request scratch of the striped path (pooled).
@@ -158,7 +169,7 @@ func (sp *stripedPers) read(p []byte, sector uint64) error {
 		m := a.roles[ad.Role]
 		pos := int(s-sector) << 9
 		if m.readable(ad.Sector, n) {
-			ol.add(m, false, m.dataOff+int64(ad.Sector)<<9, p[pos:pos+int(n)<<9], pos)
+			ol.add(m, false, sp.off(m)+int64(ad.Sector)<<9, p[pos:pos+int(n)<<9], pos)
 		} else {
 			dsegs = append(dsegs, seg{pos, s, n})
 		}
@@ -257,7 +268,7 @@ func (sp *stripedPers) degradedRead(b []byte, s uint64, bad *member) error {
 // checks that it reads back.
 func (sp *stripedPers) rewrite(m *member, b []byte, s int64, n uint64) {
 	a := sp.a
-	off := m.dataOff + s<<9
+	off := sp.off(m) + s<<9
 	chk := getBuf(len(b))
 	_, err := m.dev.WriteAt(b, off)
 	if err == nil {
@@ -270,7 +281,7 @@ func (sp *stripedPers) rewrite(m *member, b []byte, s int64, n uint64) {
 	}
 	m.corrected.Add(1)
 	a.stats.correctedReads.add(uint64(s), 1)
-	a.opts.Logf("%s: read error corrected (%d sectors at %d on %s)", mdPrefix(a.level, a.mdName()), n, s+m.dataOff>>9, a.devName(m))
+	a.opts.Logf("%s: read error corrected (%d sectors at %d on %s)", mdPrefix(a.level, a.mdName()), n, s+sp.off(m)>>9, a.devName(m))
 }
 
 // gather reads, over chunk sectors [lo, lo+n) of the stripe in w.row,
@@ -292,7 +303,7 @@ func (sp *stripedPers) gather(w *stripeWork, lo, n uint64, allParity bool) error
 			continue
 		}
 		m := a.roles[role]
-		w.ol.add(m, false, m.dataOff+int64(ms)<<9, w.db[d], role)
+		w.ol.add(m, false, sp.off(m)+int64(ms)<<9, w.db[d], role)
 	}
 	pOK := sp.avail(w, row.P, ms, n)
 	qOK := sp.r6 && sp.avail(w, row.Q, ms, n)
@@ -302,11 +313,11 @@ func (sp *stripedPers) gather(w *stripeWork, lo, n uint64, allParity bool) error
 	}
 	if pOK && (lostData > 0 || allParity) {
 		m := a.roles[row.P]
-		w.ol.add(m, false, m.dataOff+int64(ms)<<9, w.pb, row.P)
+		w.ol.add(m, false, sp.off(m)+int64(ms)<<9, w.pb, row.P)
 	}
 	if qOK && (allParity || lostData > 1 || (lostData == 1 && !pOK)) {
 		m := a.roles[row.Q]
-		w.ol.add(m, false, m.dataOff+int64(ms)<<9, w.qb, row.Q)
+		w.ol.add(m, false, sp.off(m)+int64(ms)<<9, w.qb, row.Q)
 	}
 	return sp.runReads(w, row.Stripe)
 }
@@ -413,7 +424,7 @@ func (sp *stripedPers) writeFull(p []byte, sector uint64, K int, fua bool, zeroe
 				degraded = true
 				continue
 			}
-			if zerr := zeroes(m, m.dataOff+int64(ms)<<9, int64(mlen)<<9); zerr != nil {
+			if zerr := zeroes(m, sp.off(m)+int64(ms)<<9, int64(mlen)<<9); zerr != nil {
 				degraded = true
 				if !a.failMember(m, zerr) {
 					err = zerr
@@ -464,7 +475,7 @@ func (sp *stripedPers) writeFull(p []byte, sector uint64, K int, fua bool, zeroe
 			w.ol.ops = w.ol.ops[:0]
 			for role := 0; role < n; role++ {
 				if m := a.roles[role]; m.writable() {
-					w.ol.ops = append(w.ol.ops, memOp{m: m, write: true, fua: true, off: m.dataOff + int64(ms)<<9, tag: role})
+					w.ol.ops = append(w.ol.ops, memOp{m: m, write: true, fua: true, off: sp.off(m) + int64(ms)<<9, tag: role})
 				}
 			}
 			a.run(w.ol.ops)
@@ -501,7 +512,7 @@ func (sp *stripedPers) fullOpsPerChunk(w *stripeWork, p, pAll, qAll []byte, s0 u
 		if m.State() != InSync && !m.readable(ms, c) {
 			degraded = true
 		}
-		w.ol.add(m, true, m.dataOff+int64(ms)<<9, b, role)
+		w.ol.add(m, true, sp.off(m)+int64(ms)<<9, b, role)
 	}
 	for i := 0; i < K; i++ {
 		g.Row(s0+uint64(i), &w.row)
@@ -752,15 +763,15 @@ func (sp *stripedPers) readModify(w *stripeWork, p []byte, rel, lo, hi uint64) e
 		}
 		m := a.roles[role]
 		w.old[d] = w.alloc(int(w.whi[d]-w.wlo[d]) << 9)
-		w.ol.add(m, false, m.dataOff+int64(row.Sector+w.wlo[d])<<9, w.old[d], role)
+		w.ol.add(m, false, sp.off(m)+int64(row.Sector+w.wlo[d])<<9, w.old[d], role)
 	}
 	w.pb = w.alloc(size)
 	mp := a.roles[row.P]
-	w.ol.add(mp, false, mp.dataOff+int64(ms)<<9, w.pb, row.P)
+	w.ol.add(mp, false, sp.off(mp)+int64(ms)<<9, w.pb, row.P)
 	if sp.r6 {
 		w.qb = w.alloc(size)
 		mq := a.roles[row.Q]
-		w.ol.add(mq, false, mq.dataOff+int64(ms)<<9, w.qb, row.Q)
+		w.ol.add(mq, false, sp.off(mq)+int64(ms)<<9, w.qb, row.Q)
 	}
 	a.stats.readsForWrite.add(row.Stripe, uint64(len(w.ol.ops)))
 	if err := sp.runReads(w, row.Stripe); err != nil {
@@ -814,7 +825,7 @@ func (sp *stripedPers) readReconstruct(w *stripeWork, p []byte, rel, lo, hi uint
 			continue
 		}
 		m := a.roles[role]
-		base := m.dataOff + int64(row.Sector)<<9
+		base := sp.off(m) + int64(row.Sector)<<9
 		if plan == planRCW && w.whi[d] > w.wlo[d] {
 			// read only what is not overwritten
 			if w.wlo[d] > lo {
@@ -834,11 +845,11 @@ func (sp *stripedPers) readReconstruct(w *stripeWork, p []byte, rel, lo, hi uint
 	if plan == planRebuild {
 		if av.pOK {
 			mp := a.roles[row.P]
-			w.ol.add(mp, false, mp.dataOff+int64(ms)<<9, w.pb, row.P)
+			w.ol.add(mp, false, sp.off(mp)+int64(ms)<<9, w.pb, row.P)
 		}
 		if av.qOK {
 			mq := a.roles[row.Q]
-			w.ol.add(mq, false, mq.dataOff+int64(ms)<<9, w.qb, row.Q)
+			w.ol.add(mq, false, sp.off(mq)+int64(ms)<<9, w.qb, row.Q)
 		}
 	}
 	a.stats.readsForWrite.add(row.Stripe, uint64(len(w.ol.ops)))
@@ -874,7 +885,7 @@ func (sp *stripedPers) partialWrites(w *stripeWork, p []byte, rel, lo, hi uint64
 			continue
 		}
 		if w.bad[role] && plan == planRebuild {
-			w.ol.add(m, true, m.dataOff+int64(ms)<<9, w.db[d], role).fua = fua
+			w.ol.add(m, true, sp.off(m)+int64(ms)<<9, w.db[d], role).fua = fua
 			continue
 		}
 		if w.whi[d] == w.wlo[d] {
@@ -883,7 +894,7 @@ func (sp *stripedPers) partialWrites(w *stripeWork, p []byte, rel, lo, hi uint64
 		if m.State() != InSync && !m.readable(ms, n) {
 			degraded = true
 		}
-		w.ol.add(m, true, m.dataOff+int64(row.Sector+w.wlo[d])<<9, w.newData(p, rel, c, d), role).fua = fua
+		w.ol.add(m, true, sp.off(m)+int64(row.Sector+w.wlo[d])<<9, w.newData(p, rel, c, d), role).fua = fua
 	}
 	if plan != planDataOnly {
 		for _, pr := range [2]struct {
@@ -897,7 +908,7 @@ func (sp *stripedPers) partialWrites(w *stripeWork, p []byte, rel, lo, hi uint64
 			if !m.writable() {
 				continue
 			}
-			w.ol.add(m, true, m.dataOff+int64(ms)<<9, pr.b, pr.role).fua = fua
+			w.ol.add(m, true, sp.off(m)+int64(ms)<<9, pr.b, pr.role).fua = fua
 		}
 	}
 	a.run(w.ol.ops)

@@ -1,0 +1,147 @@
+package engine
+
+import (
+	"errors"
+	"fmt"
+
+	"mdtool/engine/layout"
+	"mdtool/superblock"
+)
+
+// A reshape the kernel (or mdtool) left in the superblocks
+// (MD_FEATURE_RESHAPE_ACTIVE): the engine serves the array through both
+// geometries, each array sector through the one md would use
+// (layout.Reshape), the old geometry at the members' data_offset and the
+// new one at data_offset + new_offset (raid5.c use_new_offset). The
+// superblocks keep the reshape fields exactly as they were, so that the
+// kernel continues the reshape from reshape_position.
+
+// reshapeBits are the feature bits of an active reshape.
+const reshapeBits = superblock.FeatureReshapeActive | superblock.FeatureReshapeBackwards | superblock.FeatureNewOffset
+
+// errReshapeWindow: a request in the window being moved, which md holds
+// until the window moves on. The window is empty while the reshape
+// point does not move.
+var errReshapeWindow = errors.New("engine: request in the window being reshaped")
+
+func reshapeActive(sb *superblock.Superblock) bool {
+	return sb.FeatureMap&superblock.FeatureReshapeActive != 0
+}
+
+// reshapeGeometry builds the two geometries of an active reshape from the
+// reference superblock and the members' data offsets (raid5.c
+// setup_conf and raid5_run) and returns the new one, the array's
+// nominal geometry (its raid_disks are the superblock's).
+func (a *Array) reshapeGeometry(ref *superblock.Superblock, p layout.Params) (layout.Geometry, error) {
+	switch a.level {
+	case layout.RAID4, layout.RAID5, layout.RAID6:
+	default:
+		return nil, fmt.Errorf("%w: reshape of %v", ErrUnsupported, a.level)
+	}
+	if ref.FeatureMap&superblock.FeatureBitmapOffset != 0 {
+		return nil, fmt.Errorf("%w: reshape with a write-intent bitmap", ErrUnsupported)
+	}
+	var minDiff int64
+	first := true
+	for _, m := range a.all {
+		if m.role < 0 {
+			continue
+		}
+		d := (m.newOff - m.dataOff) >> 9
+		if first || d < minDiff {
+			minDiff, first = d, false
+		}
+	}
+	rs, err := layout.NewReshape(p, layout.ReshapeParams{
+		Position:      ref.ReshapePosition,
+		NewLevel:      layout.Level(ref.NewLevel),
+		NewLayout:     int(ref.NewLayout),
+		NewChunk:      uint64(ref.NewChunk),
+		DeltaDisks:    int(ref.DeltaDisks),
+		Backwards:     ref.FeatureMap&superblock.FeatureReshapeBackwards != 0,
+		MinOffsetDiff: minDiff,
+	})
+	if err != nil {
+		return nil, err
+	}
+	a.rs = rs
+	return rs.New, nil
+}
+
+// Reshaping reports whether a reshape is recorded in the superblocks,
+// and where it stands (reshape_position, array sectors).
+func (a *Array) Reshaping() (active bool, position uint64) {
+	if a.rs == nil {
+		return false, 0
+	}
+	return true, a.rs.Progress
+}
+
+// reshapePers serves an array in the middle of a reshape: each piece of
+// a request goes, split at the reshape point and at that geometry's
+// stripes, to the striped personality of its side.
+type reshapePers struct {
+	a        *Array
+	rs       *layout.Reshape
+	old, new *stripedPers
+}
+
+func (a *Array) newReshapePers() *reshapePers {
+	r6 := a.level == layout.RAID6
+	return &reshapePers{a: a, rs: a.rs,
+		old: &stripedPers{a: a, g: a.rs.Old, r6: r6},
+		new: &stripedPers{a: a, g: a.rs.New, r6: r6, newOff: true}}
+}
+
+// each calls fn for the pieces of [sector, sector+count): on one side of
+// the reshape point, and either whole stripes of that side's geometry
+// (full) or a part of one stripe.
+func (rp *reshapePers) each(sector, count uint64, fn func(sp *stripedPers, s, n uint64, full bool) error) error {
+	maxReq := uint64(rp.a.maxReq >> 9)
+	for s, end := sector, sector+count; s < end; {
+		side, run := rp.rs.Run(s, end-s)
+		var sp *stripedPers
+		switch side {
+		case layout.SideOld:
+			sp = rp.old
+		case layout.SideNew:
+			sp = rp.new
+		default:
+			return errReshapeWindow
+		}
+		var sl splitter
+		unit := sp.g.StripeSectors()
+		sl.init(int64(s), int64(run), int64(unit), int64(max(maxReq/unit, 1)*unit))
+		for {
+			o, n, full, ok := sl.next()
+			if !ok {
+				break
+			}
+			if err := fn(sp, uint64(o), uint64(n), full); err != nil {
+				return err
+			}
+		}
+		s += run
+	}
+	return nil
+}
+
+func (rp *reshapePers) read(p []byte, sector uint64) error {
+	return rp.each(sector, uint64(len(p)>>9), func(sp *stripedPers, s, n uint64, _ bool) error {
+		o := (s - sector) << 9
+		return sp.read(p[o:o+n<<9], s)
+	})
+}
+
+func (rp *reshapePers) write(p []byte, sector uint64, _, fua bool) error {
+	return rp.each(sector, uint64(len(p)>>9), func(sp *stripedPers, s, n uint64, full bool) error {
+		o := (s - sector) << 9
+		return sp.write(p[o:o+n<<9], s, full, fua)
+	})
+}
+
+func (rp *reshapePers) zero(sector, count uint64, _, discard bool) error {
+	return rp.each(sector, count, func(sp *stripedPers, s, n uint64, full bool) error {
+		return sp.zero(s, n, full, discard)
+	})
+}
