@@ -1069,10 +1069,14 @@ func (as *assembler) loadAndStart(j assembleJob, mddev, name string, devs []*asm
 	return as.start(j, mddev, name, devs, st.engineOrder(), lock, st.clean)
 }
 
-// runnableFeatures refuses the features the engine cannot run.
+// runnableFeatures refuses the features the engine cannot run. A
+// reshape is served (engine/reshape.go) on raid4/5/6 without a bitmap.
 func (as *assembler) runnableFeatures(mddev string, sb *superblock.Superblock) bool {
-	if f := sb.FeatureMap; f&(superblock.FeatureReshapeActive|superblock.FeatureJournal|
-		superblock.FeaturePPL|superblock.FeatureMultiplePPLs|superblock.FeatureClustered) != 0 {
+	unsupported := uint32(superblock.FeatureJournal | superblock.FeaturePPL | superblock.FeatureMultiplePPLs | superblock.FeatureClustered)
+	if !servableReshape(sb) {
+		unsupported |= superblock.FeatureReshapeActive
+	}
+	if f := sb.FeatureMap; f&unsupported != 0 {
 		as.errf("%s uses features mdtool cannot run (reshape, journal, PPL or cluster: feature map 0x%x) - not assembled\n", mddev, f)
 		return false
 	}

@@ -1,0 +1,187 @@
+package engine
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+
+	"mdtool/internal/mdvm"
+	"mdtool/superblock"
+)
+
+// reshapeKernelCases are the arrays the kernel reshapes in
+// TestKernelReshapeServe: mdadm 4.2 --grow --raid-devices=n+1 with a
+// spare, on 1.2 metadata with room before the data (mdadm moves
+// data_offset down; no backup file).
+var reshapeKernelCases = []struct {
+	level string
+	n     int // devices before the grow; one more is the spare
+}{{"raid5", 4}, {"raid6", 5}}
+
+// TestKernelReshapeServe: the kernel (Linux 6.1, mdadm 4.2) grows a
+// raid5 4->5 and a raid6 5->6 and loses power mid-way; the engine
+// assembles the members and serves the data the kernel wrote (md5
+// equal) through both geometries, writes on both sides of the reshape
+// point and closes with the reshape fields intact; the kernel then
+// assembles the members, finishes the reshape from reshape_position, and
+// has the data the engine served (md5), with check finding no mismatch.
+// Two VM runs.
+func TestKernelReshapeServe(t *testing.T) {
+	mdvm.Require(t)
+	dir := t.TempDir()
+	var imgs [][]string
+	makeImages := func() {
+		imgs = nil
+		for k, c := range reshapeKernelCases {
+			var set []string
+			for i := 0; i <= c.n; i++ {
+				p := filepath.Join(dir, fmt.Sprintf("r%d-%d.img", k, i))
+				os.Remove(p)
+				f, err := os.Create(p)
+				if err != nil {
+					t.Fatal(err)
+				}
+				f.Truncate(32 << 20)
+				f.Close()
+				set = append(set, p)
+			}
+			imgs = append(imgs, set)
+		}
+	}
+	makeImages()
+	var disks []mdvm.Disk
+	var script bytes.Buffer
+	script.WriteString("echo 1000 > /proc/sys/dev/raid/speed_limit_max\n")
+	vd := 0
+	devNames := make([][]string, len(reshapeKernelCases))
+	for k, c := range reshapeKernelCases {
+		for i := 0; i <= c.n; i++ {
+			disks = append(disks, mdvm.Disk{Path: imgs[k][i]})
+			devNames[k] = append(devNames[k], "/dev/vd"+string(rune('a'+vd)))
+			vd++
+		}
+		members := ""
+		for _, d := range devNames[k][:c.n] {
+			members += " " + d
+		}
+		// full-stripe writes over an --assume-clean array: parity right
+		stripeKiB := 64 * (c.n - 1)
+		if c.level == "raid6" {
+			stripeKiB = 64 * (c.n - 2)
+		}
+		fmt.Fprintf(&script, `mdadm --create /dev/md%[1]d --run --homehost=any --name=g%[1]d --level=%[2]s --raid-devices=%[3]d --chunk=64 --bitmap=none --assume-clean%[4]s >/tmp/c 2>&1 || { echo ERR create%[1]d; cat /tmp/c; }
+mdadm /dev/md%[1]d --add %[5]s >/dev/null 2>&1 || echo ERR add%[1]d
+dd if=/dev/urandom of=/dev/md%[1]d bs=%[6]dk oflag=direct 2>/dev/null
+echo "MD5 %[1]d $(md5sum < /dev/md%[1]d | cut -d' ' -f1)"
+echo "SIZE %[1]d $(cat /sys/block/md%[1]d/size)"
+`, k, c.level, c.n, members, devNames[k][c.n], stripeKiB)
+	}
+	for k, c := range reshapeKernelCases {
+		fmt.Fprintf(&script, "mdadm --grow /dev/md%d --raid-devices=%d >/tmp/g 2>&1 || { echo ERR grow%d; cat /tmp/g; }\n", k, c.n+1, k)
+	}
+	// Wait until both reshapes have recorded about 30% (of 190464
+	// sectors), then cut the power.
+	script.WriteString(`for i in $(seq 1 600); do
+  p0=$(cat /sys/block/md0/md/reshape_position); p1=$(cat /sys/block/md1/md/reshape_position)
+  [ "$p0" != none ] && [ "$p1" != none ] && [ "$p0" -gt 57000 ] && [ "$p1" -gt 57000 ] && break
+  sleep 1
+done
+echo "POS 0 $p0"
+echo "POS 1 $p1"
+mdvm-crash 0
+`)
+	start := time.Now()
+	out := execRetry(t, mdvm.Run{Disks: disks, Script: script.String(), Timeout: 600 * time.Second}, makeImages)
+	t.Logf("kernel grow run: %v\n%s", time.Since(start), out)
+	if bytes.Contains(out, []byte("ERR")) {
+		t.Fatalf("kernel setup failed:\n%s", out)
+	}
+	kv := vmLines(out)
+
+	served := make([]string, len(reshapeKernelCases))
+	sizes := make([]int64, len(reshapeKernelCases))
+	for k, c := range reshapeKernelCases {
+		sb := readSB(t, mustFile(t, imgs[k][0]))
+		size, _ := strconv.ParseUint(kv[fmt.Sprintf("SIZE %d", k)], 10, 64)
+		pos := sb.ReshapePosition
+		if sb.FeatureMap&superblock.FeatureReshapeActive == 0 || sb.FeatureMap&superblock.FeatureNewOffset == 0 ||
+			sb.DeltaDisks != 1 || sb.RaidDisks != uint32(c.n+1) || pos < size/5 || pos >= size*19/20 {
+			t.Fatalf("%s: not caught mid-reshape: features %#x delta %d raid_disks %d reshape_position %d of %d",
+				c.level, sb.FeatureMap, sb.DeltaDisks, sb.RaidDisks, pos, size)
+		}
+		a := openImages(t, imgs[k], nil)
+		if ok, p := a.Reshaping(); !ok || p != pos || uint64(a.Size()>>9) != size {
+			t.Fatalf("%s: opened: reshaping %v at %d size %d; superblock %d, kernel size %d", c.level, ok, p, a.Size()>>9, pos, size)
+		}
+		if got := arrayMD5(t, a); got != kv[fmt.Sprintf("MD5 %d", k)] {
+			t.Errorf("%s: md5 %s, the kernel wrote %s", c.level, got, kv[fmt.Sprintf("MD5 %d", k)])
+		}
+		// Writes on both sides and across the reshape point.
+		r := newRand(uint64(100 + k))
+		p0 := int64(pos) * 512
+		for _, w := range []struct{ off, n int64 }{
+			{p0 - 64<<10, 256 << 10}, {0, 1 << 20}, {p0 + 4096, 12 << 10}, {p0 - 8192, 4096},
+			{a.Size() - 3<<20, 2 << 20}, {a.Size() / 2, 700 << 10},
+		} {
+			b := make([]byte, w.n)
+			fillPattern(r, b)
+			mustWrite(t, a, nil, b, w.off)
+		}
+		workload(t, a, nil, uint64(k), 100)
+		served[k] = arrayMD5(t, a)
+		sizes[k] = a.Size()
+		if err := a.Close(); err != nil {
+			t.Fatal(err)
+		}
+		for i, p := range imgs[k] {
+			s := readSB(t, mustFile(t, p))
+			if s.FeatureMap&superblock.FeatureReshapeActive == 0 || s.ReshapePosition != pos || s.DeltaDisks != 1 ||
+				s.NewOffset != sb.NewOffset || s.Events <= sb.Events {
+				t.Errorf("%s member %d after close: features %#x pos %d delta %d new_offset %d events %d (kernel left %d)",
+					c.level, i, s.FeatureMap, s.ReshapePosition, s.DeltaDisks, s.NewOffset, s.Events, sb.Events)
+			}
+		}
+	}
+
+	// The kernel finishes both reshapes and checks them.
+	script.Reset()
+	script.WriteString("echo 500000 > /proc/sys/dev/raid/speed_limit_max\n")
+	for k := range reshapeKernelCases {
+		members := ""
+		for _, d := range devNames[k] {
+			members += " " + d
+		}
+		fmt.Fprintf(&script, `mdadm --assemble /dev/md%[1]d%[2]s >/tmp/a 2>&1 || { echo ERR assemble%[1]d; cat /tmp/a; }
+for i in $(seq 1 600); do [ "$(cat /sys/block/md%[1]d/md/reshape_position)" = none ] && [ "$(cat /sys/block/md%[1]d/md/sync_action)" = idle ] && break; sleep 1; done
+echo "DISKS %[1]d $(cat /sys/block/md%[1]d/md/raid_disks) $(cat /sys/block/md%[1]d/md/reshape_position) $(cat /sys/block/md%[1]d/md/sync_action)"
+echo "MD5 %[1]d $(dd if=/dev/md%[1]d bs=512 count=%[3]d 2>/dev/null | md5sum | cut -d' ' -f1)"
+echo check > /sys/block/md%[1]d/md/sync_action
+sleep 1
+for i in $(seq 1 600); do [ "$(cat /sys/block/md%[1]d/md/sync_action)" = idle ] && break; sleep 1; done
+echo "MISMATCH %[1]d $(cat /sys/block/md%[1]d/md/mismatch_cnt)"
+mdadm --stop /dev/md%[1]d >/dev/null 2>&1 || echo ERR stop%[1]d
+`, k, members, sizes[k]>>9)
+	}
+	start = time.Now()
+	out = execRetry(t, mdvm.Run{Disks: disks, Script: script.String(), Timeout: 600 * time.Second}, nil)
+	t.Logf("kernel finish run: %v\n%s", time.Since(start), out)
+	if bytes.Contains(out, []byte("ERR")) {
+		t.Fatalf("kernel run failed:\n%s", out)
+	}
+	kv = vmLines(out)
+	for k, c := range reshapeKernelCases {
+		if got := kv[fmt.Sprintf("DISKS %d", k)]; got != strconv.Itoa(c.n+1) {
+			t.Errorf("%s: the kernel did not finish the reshape: raid_disks %s\n%s", c.level, got, out)
+		}
+		if got := kv[fmt.Sprintf("MD5 %d", k)]; got != served[k] {
+			t.Errorf("%s: after the kernel's reshape md5 %s, the engine served %s", c.level, got, served[k])
+		}
+		if got := kv[fmt.Sprintf("MISMATCH %d", k)]; got != "0" {
+			t.Errorf("%s: check found mismatch_cnt %s", c.level, got)
+		}
+	}
+}
