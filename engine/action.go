@@ -3,9 +3,10 @@ package engine
 import "context"
 
 // syncAction is one background action of the sync thread, driven by
-// drive (md_do_sync's loop, Linux 6.1). The five actions implement it:
+// drive (md_do_sync's loop, Linux 6.1). The six actions implement it:
 // resync (resyncAction), recovery (recoverAction), replace
-// (replaceAction), check and repair (checkAction). drive owns what is
+// (replaceAction), check and repair (checkAction), and reshape
+// (reshapeAction, reshape_action.go). drive owns what is
 // common to them: the progress accounting (begin), the walk over the sync
 // space in spans and units, the per-unit throttling by sync_speed_min/max
 // and by user I/O (step), cancellation (idle, frozen, Close), and when
@@ -15,16 +16,14 @@ import "context"
 // background actions (newAction; it chains the next action and sets
 // recovery_disabled when one fails), startReplace for a replacement.
 //
-// Reshape would be a sixth implementation: prepare returns the reshape
-// range (the new geometry's sync space) and reshape_position as its start;
-// span returns the next window of stripes that can be moved without
-// overwriting data not yet read, and first writes reshape_position into
-// the superblocks when the window would go past what they record as safe
-// (md's reshape_safe); unit moves one stripe from the old geometry to the
-// new under the stripe lock; checkpoint records reshape_position at the
-// usual 1/16 and UPDATE_FREQUENCY points; finish switches the array to
-// the new geometry (or, interrupted, leaves reshape_position for the
-// next Open).
+// Reshape: prepare returns the new geometry's array sectors and
+// reshape_progress as the start; unit moves a window of new stripes (the
+// largest that overwrites no old data a restart from the position then
+// recorded still reads, recording reshape_position first when the
+// recorded one is not enough, md's reshape_safe) with user I/O held
+// back; checkpoint records reshape_position at the usual points; finish
+// switches the array to the new geometry or, interrupted, records where
+// it got to for the next Open.
 type syncAction interface {
 	// name is the sync_action the progress shows.
 	name() string

@@ -140,7 +140,7 @@ type Array struct {
 	opts    Options
 	geo     layout.Geometry
 	striped *layout.Striped
-	rs      *layout.Reshape // an active reshape (reshape.go), nil otherwise
+	rs      *reshapeState // a reshape recorded in the superblocks at Open (reshape.go), nil otherwise
 	level   layout.Level
 	n       int
 	roles   []*member // by role, nil = missing
@@ -199,6 +199,7 @@ func Open(devs []Device, opts Options) (*Array, error) {
 	a.sc.init()
 	a.level = layout.Level(ref.Level)
 	a.addMembers(as)
+	a.adoptFinishedReshape(ref)
 	if err := a.setGeometry(ref); err != nil {
 		return nil, err
 	}
@@ -218,7 +219,7 @@ func Open(devs []Device, opts Options) (*Array, error) {
 		}
 	}
 	switch {
-	case a.rs != nil:
+	case a.reshaping():
 		a.pers = a.newReshapePers()
 	case a.striped != nil:
 		a.pers = &stripedPers{a: a, g: a.striped, r6: a.level == layout.RAID6}
@@ -364,8 +365,8 @@ func (a *Array) setGeometry(ref *superblock.Superblock) error {
 		a.opts.Logf("md/raid10: This RAID10 layout does not provide data safety - please backup and create new array")
 	}
 	a.size = int64(a.geo.ArraySectors()) * 512
-	if a.rs != nil {
-		a.size = int64(a.rs.ArraySectors()) * 512
+	if a.reshaping() {
+		a.size = int64(a.rs.geo.ArraySectors()) * 512
 	}
 	if a.size == 0 {
 		// Nothing to serve: members whose data area (or the component

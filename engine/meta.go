@@ -276,8 +276,9 @@ func writeDurable(d Device, p []byte, off int64) error {
 func (a *Array) syncSuper(m *member, utime superblock.Time) []byte {
 	sb := m.ls.sb
 	keep := sb.FeatureMap & (superblock.FeatureBadBlocks | superblock.FeatureRAID0Layout)
-	if a.rs != nil {
+	if a.reshaping() {
 		keep |= sb.FeatureMap & reshapeBits // the reshape fields stay as they were
+		sb.ReshapePosition = a.rs.safe.Load()
 	}
 	sb.FeatureMap = keep
 	if a.hasBM {

@@ -175,7 +175,7 @@ func (a *Array) StartAction(action string) error {
 	if a.opts.ReadOnly {
 		return ErrReadOnly
 	}
-	if a.rs != nil {
+	if a.reshaping() {
 		return ErrBusy // the reshape owns the sync thread (md: EBUSY)
 	}
 	if !a.redundant() {

@@ -35,7 +35,7 @@ func (a *Array) AddDevice(dev Device, opts AddOptions) (int, error) {
 	if !a.redundant() {
 		return -1, fmt.Errorf("%w: %v takes no spares", ErrUnsupported, a.level)
 	}
-	if a.rs != nil {
+	if a.reshaping() {
 		return -1, fmt.Errorf("%w: adding a device during a reshape", ErrUnsupported)
 	}
 	if a.failed.Load() {

@@ -288,8 +288,8 @@ func (a *Array) checkRecovery() {
 // syncWork tells, without taking the sync slot, whether checkRecovery
 // may have something to start (so that idle ticks never hold the slot).
 func (a *Array) syncWork() bool {
-	if a.rs != nil {
-		return false // md runs the reshape before anything else (not yet: nothing runs)
+	if a.reshaping() {
+		return true // md_check_recovery: the reshape goes on before anything else
 	}
 	if holes, spares := a.sparePlan(); len(holes) > 0 && len(spares) > 0 {
 		return true
@@ -311,6 +311,9 @@ func (a *Array) syncWork() bool {
 
 // pickAction decides what the sync thread does next (holding the slot).
 func (a *Array) pickAction() string {
+	if a.reshaping() && !a.failed.Load() {
+		return ActionReshape
+	}
 	a.assignSpares()
 	if a.failed.Load() {
 		return ""
@@ -334,6 +337,8 @@ func (a *Array) newAction(act string) syncAction {
 		return &resyncAction{a: a}
 	case ActionCheck, ActionRepair:
 		return &checkAction{a: a, act: act, repair: act == ActionRepair}
+	case ActionReshape:
+		return &reshapeAction{a: a}
 	}
 	return nil
 }

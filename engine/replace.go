@@ -111,7 +111,7 @@ func (a *Array) Replace(role, with int) error {
 	if role < 0 || role >= a.n {
 		return fmt.Errorf("engine: no role %d", role)
 	}
-	if a.rs != nil {
+	if a.reshaping() {
 		return fmt.Errorf("%w: replace during a reshape", ErrUnsupported)
 	}
 	a.cfgMu.RLock()

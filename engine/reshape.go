@@ -1,8 +1,8 @@
 package engine
 
 import (
-	"errors"
 	"fmt"
+	"sync/atomic"
 
 	"mdtool/engine/layout"
 	"mdtool/superblock"
@@ -18,11 +18,6 @@ import (
 
 // reshapeBits are the feature bits of an active reshape.
 const reshapeBits = superblock.FeatureReshapeActive | superblock.FeatureReshapeBackwards | superblock.FeatureNewOffset
-
-// errReshapeWindow: a request in the window being moved, which md holds
-// until the window moves on. The window is empty while the reshape
-// point does not move.
-var errReshapeWindow = errors.New("engine: request in the window being reshaped")
 
 func reshapeActive(sb *superblock.Superblock) bool {
 	return sb.FeatureMap&superblock.FeatureReshapeActive != 0
@@ -64,17 +59,39 @@ func (a *Array) reshapeGeometry(ref *superblock.Superblock, p layout.Params) (la
 	if err != nil {
 		return nil, err
 	}
-	a.rs = rs
+	a.rs = &reshapeState{geo: rs}
+	a.rs.progress.Store(rs.Progress)
+	a.rs.safe.Store(rs.Safe)
 	return rs.New, nil
 }
 
+// reshapeState is the running state of a reshape: the two geometries,
+// md's reshape_progress (how far data has moved) and reshape_safe (what
+// the superblocks record). The engine moves data only while user I/O is
+// suspended (reshape_action.go), so a request sees both fixed.
+type reshapeState struct {
+	geo            *layout.Reshape // Progress and Safe as at Open
+	progress, safe atomic.Uint64
+	done           atomic.Bool // finished: the array runs in the new geometry
+}
+
+// now is the reshape with its current progress and safe point.
+func (rs *reshapeState) now() layout.Reshape {
+	r := *rs.geo
+	r.Progress, r.Safe = rs.progress.Load(), rs.safe.Load()
+	return r
+}
+
+// reshaping says whether the array is in the middle of a reshape.
+func (a *Array) reshaping() bool { return a.rs != nil && !a.rs.done.Load() }
+
 // Reshaping reports whether a reshape is recorded in the superblocks,
-// and where it stands (reshape_position, array sectors).
+// and where it stands (reshape_progress, array sectors).
 func (a *Array) Reshaping() (active bool, position uint64) {
-	if a.rs == nil {
+	if !a.reshaping() {
 		return false, 0
 	}
-	return true, a.rs.Progress
+	return true, a.rs.progress.Load()
 }
 
 // reshapePers serves an array in the middle of a reshape: each piece of
@@ -82,15 +99,15 @@ func (a *Array) Reshaping() (active bool, position uint64) {
 // stripes, to the striped personality of its side.
 type reshapePers struct {
 	a        *Array
-	rs       *layout.Reshape
+	rs       *reshapeState
 	old, new *stripedPers
 }
 
 func (a *Array) newReshapePers() *reshapePers {
 	r6 := a.level == layout.RAID6
 	return &reshapePers{a: a, rs: a.rs,
-		old: &stripedPers{a: a, g: a.rs.Old, r6: r6},
-		new: &stripedPers{a: a, g: a.rs.New, r6: r6, newOff: true}}
+		old: &stripedPers{a: a, g: a.rs.geo.Old, r6: r6},
+		new: &stripedPers{a: a, g: a.rs.geo.New, r6: r6, newOff: true}}
 }
 
 // each calls fn for the pieces of [sector, sector+count): on one side of
@@ -98,8 +115,9 @@ func (a *Array) newReshapePers() *reshapePers {
 // (full) or a part of one stripe.
 func (rp *reshapePers) each(sector, count uint64, fn func(sp *stripedPers, s, n uint64, full bool) error) error {
 	maxReq := uint64(rp.a.maxReq >> 9)
+	r := rp.rs.now()
 	for s, end := sector, sector+count; s < end; {
-		side, run := rp.rs.Run(s, end-s)
+		side, run := r.Run(s, end-s)
 		var sp *stripedPers
 		switch side {
 		case layout.SideOld:
@@ -107,7 +125,13 @@ func (rp *reshapePers) each(sector, count uint64, fn func(sp *stripedPers, s, n 
 		case layout.SideNew:
 			sp = rp.new
 		default:
-			return errReshapeWindow
+			// Moved, but not yet recorded: md holds the request until
+			// the superblocks record the move; record it now.
+			if err := rp.a.recordReshape(); err != nil {
+				return err
+			}
+			r = rp.rs.now()
+			continue
 		}
 		var sl splitter
 		unit := sp.g.StripeSectors()

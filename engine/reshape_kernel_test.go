@@ -2,6 +2,9 @@ package engine
 
 import (
 	"bytes"
+	"context"
+	"crypto/md5"
+	"encoding/hex"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -29,6 +32,9 @@ var reshapeKernelCases = []struct {
 // point and closes with the reshape fields intact; the kernel then
 // assembles the members, finishes the reshape from reshape_position, and
 // has the data the engine served (md5), with check finding no mismatch.
+// A copy of each crashed set is finished by the engine instead (from the
+// kernel's reshape_position to the end); the kernel assembles it as a
+// plain array of n+1 devices with the same size and data, check 0.
 // Two VM runs.
 func TestKernelReshapeServe(t *testing.T) {
 	mdvm.Require(t)
@@ -95,12 +101,60 @@ echo "POS 1 $p1"
 mdvm-crash 0
 `)
 	start := time.Now()
-	out := execRetry(t, mdvm.Run{Disks: disks, Script: script.String(), Timeout: 600 * time.Second}, makeImages)
+	out := execRetry(t, mdvm.Run{Disks: disks, Script: script.String(), Timeout: 1200 * time.Second}, makeImages)
 	t.Logf("kernel grow run: %v\n%s", time.Since(start), out)
 	if bytes.Contains(out, []byte("ERR")) {
 		t.Fatalf("kernel setup failed:\n%s", out)
 	}
 	kv := vmLines(out)
+
+	// A copy of each crashed set for the engine to finish.
+	fin := make([][]string, len(reshapeKernelCases))
+	for k := range reshapeKernelCases {
+		for i, p := range imgs[k] {
+			q := filepath.Join(dir, fmt.Sprintf("f%d-%d.img", k, i))
+			b, err := os.ReadFile(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(q, b, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			fin[k] = append(fin[k], q)
+		}
+	}
+	finMD5 := make([]string, len(reshapeKernelCases))
+	finSize := make([]int64, len(reshapeKernelCases))
+	for k, c := range reshapeKernelCases {
+		a := openImages(t, fin[k], nil)
+		start := time.Now()
+		if err := a.Reshape(context.Background()); err != nil {
+			t.Fatalf("%s: reshape: %v", c.level, err)
+		}
+		t.Logf("%s: engine finished the kernel's reshape in %v", c.level, time.Since(start))
+		if ok, _ := a.Reshaping(); ok || a.Geometry().RaidDisks() != c.n+1 {
+			t.Fatalf("%s: after the engine's reshape: reshaping %v, raid_disks %d", c.level, ok, a.Geometry().RaidDisks())
+		}
+		finMD5[k] = arrayMD5(t, a)
+		finSize[k] = a.Size()
+		// the data the kernel wrote, unchanged
+		h := md5.New()
+		b := make([]byte, 1<<20)
+		old, _ := strconv.ParseInt(kv[fmt.Sprintf("SIZE %d", k)], 10, 64)
+		for off := int64(0); off < old*512; off += int64(len(b)) {
+			n := min(int64(len(b)), old*512-off)
+			if _, err := a.ReadAt(b[:n], off); err != nil {
+				t.Fatal(err)
+			}
+			h.Write(b[:n])
+		}
+		if got := hex.EncodeToString(h.Sum(nil)); got != kv[fmt.Sprintf("MD5 %d", k)] {
+			t.Errorf("%s: after the engine's reshape the old capacity has md5 %s, the kernel wrote %s", c.level, got, kv[fmt.Sprintf("MD5 %d", k)])
+		}
+		if err := a.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
 
 	served := make([]string, len(reshapeKernelCases))
 	sizes := make([]int64, len(reshapeKernelCases))
@@ -166,8 +220,26 @@ echo "MISMATCH %[1]d $(cat /sys/block/md%[1]d/md/mismatch_cnt)"
 mdadm --stop /dev/md%[1]d >/dev/null 2>&1 || echo ERR stop%[1]d
 `, k, members, sizes[k]>>9)
 	}
+	for k := range reshapeKernelCases {
+		members := ""
+		for _, p := range fin[k] {
+			disks = append(disks, mdvm.Disk{Path: p})
+			members += " /dev/vd" + string(rune('a'+vd))
+			vd++
+		}
+		fmt.Fprintf(&script, `mdadm --assemble /dev/md%[1]d%[2]s >/tmp/a 2>&1 || { echo ERR assemble%[1]d; cat /tmp/a; }
+echo "FDISKS %[3]d $(cat /sys/block/md%[1]d/md/raid_disks) $(cat /sys/block/md%[1]d/md/reshape_position) $(cat /sys/block/md%[1]d/md/sync_action)"
+echo "FSIZE %[3]d $(cat /sys/block/md%[1]d/size)"
+echo "FMD5 %[3]d $(md5sum < /dev/md%[1]d | cut -d' ' -f1)"
+echo check > /sys/block/md%[1]d/md/sync_action
+sleep 1
+for i in $(seq 1 600); do [ "$(cat /sys/block/md%[1]d/md/sync_action)" = idle ] && break; sleep 1; done
+echo "FMISMATCH %[3]d $(cat /sys/block/md%[1]d/md/mismatch_cnt)"
+mdadm --stop /dev/md%[1]d >/dev/null 2>&1 || echo ERR stop%[1]d
+`, 2+k, members, k)
+	}
 	start = time.Now()
-	out = execRetry(t, mdvm.Run{Disks: disks, Script: script.String(), Timeout: 600 * time.Second}, nil)
+	out = execRetry(t, mdvm.Run{Disks: disks, Script: script.String(), Timeout: 1200 * time.Second}, nil)
 	t.Logf("kernel finish run: %v\n%s", time.Since(start), out)
 	if bytes.Contains(out, []byte("ERR")) {
 		t.Fatalf("kernel run failed:\n%s", out)
@@ -182,6 +254,19 @@ mdadm --stop /dev/md%[1]d >/dev/null 2>&1 || echo ERR stop%[1]d
 		}
 		if got := kv[fmt.Sprintf("MISMATCH %d", k)]; got != "0" {
 			t.Errorf("%s: check found mismatch_cnt %s", c.level, got)
+		}
+		// the set the engine finished
+		if got := kv[fmt.Sprintf("FDISKS %d", k)]; got != strconv.Itoa(c.n+1) {
+			t.Errorf("%s (engine-finished): kernel raid_disks %s", c.level, got)
+		}
+		if got := kv[fmt.Sprintf("FSIZE %d", k)]; got != strconv.FormatInt(finSize[k]>>9, 10) {
+			t.Errorf("%s (engine-finished): kernel size %s sectors, engine %d", c.level, got, finSize[k]>>9)
+		}
+		if got := kv[fmt.Sprintf("FMD5 %d", k)]; got != finMD5[k] {
+			t.Errorf("%s (engine-finished): kernel md5 %s, engine %s", c.level, got, finMD5[k])
+		}
+		if got := kv[fmt.Sprintf("FMISMATCH %d", k)]; got != "0" {
+			t.Errorf("%s (engine-finished): check found mismatch_cnt %s", c.level, got)
 		}
 	}
 }
