@@ -245,3 +245,84 @@ func TestReshapeWindow(t *testing.T) {
 	}
 	checkContent(t, a, m)
 }
+
+// TestReshapeStart: the engine grows raid5 4->5 and raid6 5->6 onto a
+// spare as mdadm 4.2 + md do it (data_offset moved down by mdadm's
+// min_offset_change, superblocks recording the reshape at 0 first),
+// serves and writes during the reshape, and finishes it.
+func TestReshapeStart(t *testing.T) {
+	if got := MinOffsetChange(128, 3, 4); got != 512 {
+		t.Errorf("min_offset_change 64K 3->4 data disks: %d, mdadm 512 (the kernel run's new offset)", got)
+	}
+	if got := MinOffsetChange(128, 4, 6); got != 384 {
+		t.Errorf("min_offset_change 64K 4->6 data disks: %d, want lcm(512,768)/4 = 384", got)
+	}
+	for _, c := range []struct {
+		level string
+		n     int
+	}{{"raid5", 4}, {"raid6", 5}} {
+		t.Run(c.level, func(t *testing.T) {
+			mems := create(t, spec{level: c.level, n: c.n, chunkKiB: 64, devMiB: []int{8}})
+			a := open(t, mems, recoverOptions())
+			data := make([]byte, a.Size())
+			fillPattern(newRand(9), data)
+			m := &model{b: data}
+			mustWrite(t, a, m, data, 0)
+			if err := a.StartReshape(ReshapeStart{RaidDisks: c.n + 1}); err == nil {
+				t.Fatal("started a reshape without a spare")
+			}
+			spare := NewMemDevice(8 << 20)
+			if _, err := a.AddDevice(spare, AddOptions{Replacement: -1}); err != nil {
+				t.Fatal(err)
+			}
+			sb0 := readSB(t, mems[0])
+			if err := a.StartReshape(ReshapeStart{RaidDisks: c.n + 1}); err != nil {
+				t.Fatal(err)
+			}
+			all := append(append([]*MemDevice(nil), mems...), spare)
+			for i, d := range all {
+				s := readSB(t, d)
+				if s.FeatureMap&superblock.FeatureReshapeActive == 0 || s.ReshapePosition != 0 || s.DeltaDisks != 1 ||
+					s.NewOffset != -512 || s.RaidDisks != uint32(c.n+1) || s.NewLayout != sb0.Layout || s.NewChunk != sb0.ChunkSize {
+					t.Errorf("member %d at the start: features %#x pos %d delta %d new_offset %d raid_disks %d",
+						i, s.FeatureMap, s.ReshapePosition, s.DeltaDisks, s.NewOffset, s.RaidDisks)
+				}
+			}
+			if r := readSB(t, spare).Role(); r != uint16(c.n) {
+				t.Errorf("the spare has role %d, want %d", r, c.n)
+			}
+			checkContent(t, a, m)
+			// part of the way, with writes on both sides
+			ctx, cancel := context.WithCancel(context.Background())
+			ra := &reshapeAction{a: a}
+			p := uint64(0)
+			for i := 0; i < 6; i++ {
+				n, err := ra.unit(p, 1<<20)
+				if err != nil {
+					t.Fatal(err)
+				}
+				p += n
+			}
+			workload(t, a, m, 3, 100)
+			checkContent(t, a, m)
+			cancel()
+			if err := a.Reshape(ctx); err == nil {
+				t.Fatal("Reshape with a cancelled context returned nil")
+			}
+			if err := a.Reshape(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			full := make([]byte, a.Size())
+			copy(full, m.b)
+			m = &model{b: full}
+			checkContent(t, a, m)
+			if mm, err := a.Check(context.Background(), false); err != nil || mm != 0 {
+				t.Errorf("check: %d mismatches, %v", mm, err)
+			}
+			a.Close()
+			if s := readSB(t, spare); s.FeatureMap&reshapeBits != 0 || s.DataOffset != sb0.DataOffset-512 || s.RaidDisks != uint32(c.n+1) {
+				t.Errorf("after: features %#x data_offset %d raid_disks %d", s.FeatureMap, s.DataOffset, s.RaidDisks)
+			}
+		})
+	}
+}
