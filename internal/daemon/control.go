@@ -54,6 +54,9 @@ const (
 	OpAction = "action"
 	// OpSyncLimits sets sync_speed_min / sync_speed_max.
 	OpSyncLimits = "sync-limits"
+	// OpReshape starts growing a raid4/5/6 to RaidDisks devices onto
+	// its spares (mdadm --grow --raid-devices).
+	OpReshape = "reshape"
 )
 
 // Results of a successful add (Response.Result).
@@ -81,6 +84,8 @@ type Request struct {
 	// md's default.
 	SpeedMin *uint64 `json:"sync_speed_min,omitempty"`
 	SpeedMax *uint64 `json:"sync_speed_max,omitempty"`
+	// RaidDisks is the new number of devices (OpReshape).
+	RaidDisks int `json:"raid_disks,omitempty"`
 }
 
 // Error codes of a Response.
@@ -358,11 +363,11 @@ func (s *Server) do(req Request) Response {
 			return errResponse(err)
 		}
 		return Response{OK: true}
-	case OpFail, OpRemove, OpAdd, OpReAdd, OpAddSpare, OpReplace, OpAction, OpSyncLimits:
+	case OpFail, OpRemove, OpAdd, OpReAdd, OpAddSpare, OpReplace, OpAction, OpSyncLimits, OpReshape:
 		switch {
 		case req.Op == OpAction && req.Action == "":
 			return errResponse(Errorf(CodeInvalid, "%s needs an action", req.Op))
-		case req.Op != OpAction && req.Op != OpSyncLimits && req.Device == "":
+		case req.Op != OpAction && req.Op != OpSyncLimits && req.Op != OpReshape && req.Device == "":
 			return errResponse(Errorf(CodeInvalid, "%s needs a device", req.Op))
 		}
 		resp, err := s.h.Manage(req)
