@@ -135,6 +135,7 @@ func runManage(env *Env, c *cobra.Command, args []string, runDir string) error {
 	var ops []*manageOp
 	var disp byte
 	writeMostly := false
+	stop := false // --manage --stop: mdadm's Manage_stop after the operations
 	for i := 0; i < len(args); i++ {
 		a := args[i]
 		switch a {
@@ -154,6 +155,8 @@ func runManage(env *Env, c *cobra.Command, args []string, runDir string) error {
 			disp = dispWith
 		case "--force":
 			m.force = true
+		case "--stop", "-S":
+			stop = true
 		case "--write-mostly", "-W":
 			writeMostly = true
 		case "--readwrite", "-w":
@@ -199,6 +202,9 @@ func runManage(env *Env, c *cobra.Command, args []string, runDir string) error {
 	if m.mddev == "" {
 		return usagef("an md device must be given in manage mode")
 	}
+	if len(ops) == 0 && stop {
+		return runStop(env, []string{m.mddev}, false, runDir, stopTimeout, m.verb)
+	}
 	if len(ops) == 0 {
 		return usagef("no devices given for %s", m.mddev)
 	}
@@ -242,6 +248,10 @@ func runManage(env *Env, c *cobra.Command, args []string, runDir string) error {
 	}
 	if m.test && m.count == 0 {
 		return exitStatus(ExitUsage)
+	}
+	if stop {
+		cl.Close()
+		return runStop(env, []string{m.mddev}, false, runDir, stopTimeout, m.verb)
 	}
 	return nil
 }

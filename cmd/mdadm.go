@@ -178,8 +178,18 @@ func translateMdadmArgs(root *cobra.Command, args []string) []string {
 			out = append(out, args[i:]...)
 			break
 		}
+		if mode == "" && i == 0 && manageOpts[a] {
+			// mdadm -r /dev/md0 /dev/sdb: a manage operation as the
+			// first option sets manage mode; the md device follows.
+			mode = "manage"
+			out = append(out, a)
+			continue
+		}
 		if strings.HasPrefix(a, "--") {
 			name, _, hasVal := strings.Cut(a[2:], "=")
+			if mode == "" && !hasVal {
+				name = withArg.longModePrefix(name)
+			}
 			if m, ok := longModes["--"+name]; ok && mode == "" && !hasVal {
 				mode = m
 				continue

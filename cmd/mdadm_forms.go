@@ -1,0 +1,49 @@
+package cmd
+
+import (
+	"strings"
+	"time"
+)
+
+// longModePrefix returns the mode option that name (a long option without
+// its dashes) abbreviates, as getopt_long resolves an unambiguous prefix
+// (--zero and --zero-super are --zero-superblock for mdadm); name itself
+// when it is an option's full name, abbreviates no mode option or is
+// ambiguous.
+func (t *argTable) longModePrefix(name string) string {
+	if name == "" {
+		return name
+	}
+	if _, ok := longModes["--"+name]; ok {
+		return name
+	}
+	if _, ok := t.any.long[name]; ok {
+		return name
+	}
+	cands := map[string]bool{}
+	for m := range longModes {
+		if strings.HasPrefix(m[2:], name) {
+			cands[m[2:]] = true
+		}
+	}
+	if len(cands) != 1 {
+		return name
+	}
+	for n := range t.any.long {
+		if strings.HasPrefix(n, name) && !cands[n] {
+			return name
+		}
+	}
+	for _, n := range []string{"misc", "action", "version"} {
+		if strings.HasPrefix(n, name) {
+			return name
+		}
+	}
+	for m := range cands {
+		return m
+	}
+	return name
+}
+
+// stopTimeout bounds how long stop waits for a daemon to finish.
+const stopTimeout = 5 * time.Minute

@@ -1,0 +1,70 @@
+package cmd
+
+import (
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestTranslateMissingForms: mdadm forms that used to be refused: long
+// prefixes of a mode option (getopt_long), a manage operation as the
+// first option (the md device follows it), --manage --stop.
+func TestTranslateMissingForms(t *testing.T) {
+	cases := []struct{ in, want string }{
+		{"--zero /dev/sda", "zero-superblock /dev/sda"},
+		{"--zero-super /dev/sda /dev/sdb", "zero-superblock /dev/sda /dev/sdb"},
+		{"--examine-bit /dev/sda", "examine-bitmap /dev/sda"},
+		{"--exam /dev/sda", "--exam /dev/sda"}, // ambiguous for getopt_long too
+		{"--ex /dev/sda", "--ex /dev/sda"},     // ambiguous: examine, examine-bitmap, export, ...
+		{"-r /dev/md0 /dev/sdb", "manage -r /dev/md0 /dev/sdb"},
+		{"--remove /dev/md0 /dev/sdb", "manage --remove /dev/md0 /dev/sdb"},
+		{"--fail /dev/md0 /dev/sdb", "manage --fail /dev/md0 /dev/sdb"},
+		{"-a /dev/md0 /dev/sdb", "manage -a /dev/md0 /dev/sdb"},
+		{"--manage /dev/md0 --remove /dev/sdb", "manage /dev/md0 --remove /dev/sdb"},
+		{"--manage --stop /dev/md0", "manage --stop /dev/md0"},
+		{"--manage /dev/md0 --stop", "manage /dev/md0 --stop"},
+	}
+	env, _, _ := testEnv("")
+	root := NewRoot(env)
+	for _, c := range cases {
+		got := strings.Join(translateMdadmArgs(root, strings.Fields(c.in)), " ")
+		if got != c.want {
+			t.Errorf("translate(%q) = %q, want %q", c.in, got, c.want)
+		}
+	}
+}
+
+// TestManageFormsOnRunningArray: -r MD DEV and --fail MD DEV act on the
+// array; --manage --stop stops it with mdadm's "stopped" line; -Ss stops
+// every array and, as mdadm's stop_scan, prints nothing (nor when no
+// array runs).
+func TestManageFormsOnRunningArray(t *testing.T) {
+	dir := t.TempDir()
+	runDir := filepath.Join(dir, "run")
+	devs := mkArray(t, dir, "/dev/md/mf", 3, 16<<20, "-l1", "-n3", "--assume-clean")
+	s := serve(t, runDir, "/dev/md/mf", devs...)
+	code, _, errs := mdtool(t, "--fail", "/dev/md/mf", devs[2], "--run-dir", runDir)
+	if code != 0 || errs != "mdtool: set "+devs[2]+" faulty in /dev/md/mf\n" {
+		t.Errorf("--fail MD DEV: exit %d: %q", code, errs)
+	}
+	code, _, errs = mdtool(t, "-r", "/dev/md/mf", devs[2], "--run-dir", runDir)
+	if code != 0 || errs != "mdtool: hot removed "+devs[2]+" from /dev/md/mf\n" {
+		t.Errorf("-r MD DEV: exit %d: %q", code, errs)
+	}
+	code, _, errs = mdtool(t, "--manage", "/dev/md/mf", "--stop", "--run-dir", runDir)
+	if code != 0 || errs != "mdtool: stopped /dev/md/mf\n" {
+		t.Errorf("--manage MD --stop: exit %d: %q", code, errs)
+	}
+	s.wait()
+
+	s = serve(t, runDir, "/dev/md/mf", devs[0], devs[1], "--run")
+	code, out, errs := mdtool(t, "-Ss", "--run-dir", runDir)
+	if code != 0 || out != "" || errs != "" {
+		t.Errorf("-Ss: exit %d: %q %q", code, out, errs)
+	}
+	s.wait()
+	code, out, errs = mdtool(t, "-Ss", "--run-dir", runDir)
+	if code != 0 || out != "" || errs != "" {
+		t.Errorf("-Ss with nothing running: exit %d: %q %q", code, out, errs)
+	}
+}
