@@ -213,6 +213,7 @@ overrides the built-in defaults (mdadm's).`,
 		newWaitCmd(env),
 		newActionCmd(env),
 		newGrowCmd(env),
+		newQueryCmd(env),
 		newMonitorCmd(env),
 		newGenDocsCmd(),
 	)
