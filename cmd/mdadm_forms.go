@@ -1,6 +1,7 @@
 package cmd
 
 import (
+	"strconv"
 	"strings"
 	"time"
 )
@@ -47,3 +48,16 @@ func (t *argTable) longModePrefix(name string) string {
 
 // stopTimeout bounds how long stop waits for a daemon to finish.
 const stopTimeout = 5 * time.Minute
+
+// parseDelay parses --delay as mdadm's parse_num does (a whole decimal
+// int, at least 1); "" is 0 (not given).
+func parseDelay(s string) (uint32, error) {
+	if s == "" {
+		return 0, nil
+	}
+	n, err := strconv.ParseInt(s, 10, 32)
+	if err != nil || n < 1 {
+		return 0, exitf(ExitUsage, "invalid delay: %s", s)
+	}
+	return uint32(n), nil
+}

@@ -1,6 +1,7 @@
 package cmd
 
 import (
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -66,5 +67,28 @@ func TestManageFormsOnRunningArray(t *testing.T) {
 	code, out, errs = mdtool(t, "-Ss", "--run-dir", runDir)
 	if code != 0 || out != "" || errs != "" {
 		t.Errorf("-Ss with nothing running: exit %d: %q %q", code, out, errs)
+	}
+}
+
+// TestCreateDelay: --delay/-d sets the bitmap's daemon sleep as mdadm's
+// add_internal_bitmap writes it; mdadm's parse_num refuses 0 and words.
+func TestCreateDelay(t *testing.T) {
+	dir := t.TempDir()
+	a := sparse(t, dir, "a.img", 16<<20)
+	b := sparse(t, dir, "b.img", 16<<20)
+	code, _, errs := mdtool(t, "-C", "/dev/md/dl", "-R", "--start=false", "-l1", "-n2", "-binternal", "-d", "17", a, b)
+	if code != 0 {
+		t.Fatalf("create --delay: exit %d: %s", code, errs)
+	}
+	want, _ := exec.Command("mdadm", "-E", a).Output()
+	code, out, _ := mdtool(t, "-X", a)
+	if code != 0 || !strings.Contains(out, "          Daemon : 17s flush period\n") || !strings.Contains(string(want), "Internal Bitmap") {
+		t.Errorf("-X after --delay 17: exit %d\n%s", code, out)
+	}
+	for _, bad := range []string{"0", "x", "-3"} {
+		code, _, errs = mdtool(t, "-C", "/dev/md/dl", "-R", "--start=false", "-l1", "-n2", "--delay="+bad, a, b)
+		if code != 2 || errs != "mdtool: invalid delay: "+bad+"\n" {
+			t.Errorf("--delay=%s: exit %d %q", bad, code, errs)
+		}
 	}
 }
