@@ -214,6 +214,7 @@ overrides the built-in defaults (mdadm's).`,
 		newActionCmd(env),
 		newGrowCmd(env),
 		newQueryCmd(env),
+		newIncrementalCmd(env),
 		newMonitorCmd(env),
 		newGenDocsCmd(),
 	)
