@@ -135,7 +135,8 @@ func runManage(env *Env, c *cobra.Command, args []string, runDir string) error {
 	var ops []*manageOp
 	var disp byte
 	writeMostly := false
-	stop := false // --manage --stop: mdadm's Manage_stop after the operations
+	stop := false     // --manage --stop: mdadm's Manage_stop after the operations
+	readonly := false // --manage -o: mdadm's Manage_ro before them
 	for i := 0; i < len(args); i++ {
 		a := args[i]
 		switch a {
@@ -157,6 +158,8 @@ func runManage(env *Env, c *cobra.Command, args []string, runDir string) error {
 			m.force = true
 		case "--stop", "-S":
 			stop = true
+		case "--readonly", "-o":
+			readonly = true
 		case "--write-mostly", "-W":
 			writeMostly = true
 		case "--readwrite", "-w":
@@ -201,6 +204,14 @@ func runManage(env *Env, c *cobra.Command, args []string, runDir string) error {
 	}
 	if m.mddev == "" {
 		return usagef("an md device must be given in manage mode")
+	}
+	if readonly {
+		if err := setReadOnly(env, runDir, m.mddev, true); err != nil {
+			return exitf(ExitFailure, "%v", err)
+		}
+	}
+	if len(ops) == 0 && readonly && !stop {
+		return nil
 	}
 	if len(ops) == 0 && stop {
 		return runStop(env, []string{m.mddev}, false, runDir, stopTimeout, m.verb)

@@ -154,7 +154,7 @@ func isSubcommand(s string) bool {
 			return true
 		}
 	}
-	return s == "gendocs" || s == "misc" || s == "action"
+	return s == "gendocs" || s == "misc" || s == "action" || s == "readonly" || s == "readwrite"
 }
 
 // translateMdadmArgs rewrites args; root's flags say which options take a
@@ -177,6 +177,10 @@ func translateMdadmArgs(root *cobra.Command, args []string) []string {
 		if a == "--" {
 			out = append(out, args[i:]...)
 			break
+		}
+		if m, ok := roModes[a]; ok && mode == "" && i == 0 {
+			mode = m // mdadm -o MD, -w MD (misc mode)
+			continue
 		}
 		if mode == "" && i == 0 && manageOpts[a] {
 			// mdadm -r /dev/md0 /dev/sdb: a manage operation as the

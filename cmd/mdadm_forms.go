@@ -61,3 +61,9 @@ func parseDelay(s string) (uint32, error) {
 	}
 	return uint32(n), nil
 }
+
+// roModes: mdadm's -o/--readonly and -w/--readwrite as the first option
+// (misc mode) are the readonly and readwrite commands.
+var roModes = map[string]string{
+	"-o": "readonly", "--readonly": "readonly", "-w": "readwrite", "--readwrite": "readwrite",
+}

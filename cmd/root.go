@@ -215,6 +215,9 @@ overrides the built-in defaults (mdadm's).`,
 		newGrowCmd(env),
 		newQueryCmd(env),
 		newIncrementalCmd(env),
+	)
+	root.AddCommand(newReadOnlyCmds(env)...)
+	root.AddCommand(
 		newMonitorCmd(env),
 		newGenDocsCmd(),
 	)

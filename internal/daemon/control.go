@@ -54,6 +54,9 @@ const (
 	OpAction = "action"
 	// OpSyncLimits sets sync_speed_min / sync_speed_max.
 	OpSyncLimits = "sync-limits"
+	// OpReadOnly, OpReadWrite switch md's read-only mode (mdadm -o, -w).
+	OpReadOnly  = "readonly"
+	OpReadWrite = "readwrite"
 )
 
 // Results of a successful add (Response.Result).
@@ -113,6 +116,8 @@ const (
 	CodeWithNotMember = "with-not-member"
 	// CodeReadOnly: the array is read-only (EROFS).
 	CodeReadOnly = "read-only"
+	// CodeNoDevice: md's ENXIO (e.g. setting read-only mode twice).
+	CodeNoDevice = "no-device"
 )
 
 // Response is the answer to one request.
@@ -358,11 +363,11 @@ func (s *Server) do(req Request) Response {
 			return errResponse(err)
 		}
 		return Response{OK: true}
-	case OpFail, OpRemove, OpAdd, OpReAdd, OpAddSpare, OpReplace, OpAction, OpSyncLimits:
+	case OpFail, OpRemove, OpAdd, OpReAdd, OpAddSpare, OpReplace, OpAction, OpSyncLimits, OpReadOnly, OpReadWrite:
 		switch {
 		case req.Op == OpAction && req.Action == "":
 			return errResponse(Errorf(CodeInvalid, "%s needs an action", req.Op))
-		case req.Op != OpAction && req.Op != OpSyncLimits && req.Device == "":
+		case req.Op != OpAction && req.Op != OpSyncLimits && req.Op != OpReadOnly && req.Op != OpReadWrite && req.Device == "":
 			return errResponse(Errorf(CodeInvalid, "%s needs a device", req.Op))
 		}
 		resp, err := s.h.Manage(req)

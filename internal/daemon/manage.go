@@ -41,6 +41,8 @@ func (s *Service) Manage(req Request) (*Response, error) {
 		return s.replace(req)
 	case OpAction:
 		return nil, s.action(req.Action)
+	case OpReadOnly, OpReadWrite:
+		return nil, s.setReadOnly(req.Op == OpReadOnly)
 	case OpSyncLimits:
 		l := s.cfg.Array.SyncLimitsOf()
 		if req.SpeedMin != nil {
