@@ -68,20 +68,27 @@ func TestAssembleUpdateKernel(t *testing.T) {
 	mkBase("b12")
 	mkBase("nobbl12")
 	mkBase("nobbl10", "-e1.0")
+	var incBase []string
+	for i := 0; i < 3; i++ {
+		incBase = append(incBase, sparse(t, dir, fmt.Sprintf("inc-%d.img", i), mib))
+	}
+	if code, _, errs := mdtool(t, append([]string{"create", "/dev/md/inc", "--run", "--start=false", "--homehost=hA",
+		"--assume-clean", "-l5", "-n3"}, incBase...)...); code != 0 {
+		t.Fatalf("create inc: %s", errs)
+	}
 	for _, b := range []string{"nobbl12", "nobbl10"} {
 		s := serve(t, runDir, "/dev/md/"+b, append(bases[b], "--update=no-bbl")...)
 		s.stop()
 	}
 
 	// The members of every case: mdtool's copies and the VM's partitions.
-	type member struct{ host, guest string }
-	members := make([][]member, len(updateCases))
+	members := make([][]vmMember, len(updateCases))
 	var parts []gptPart
 	var images []string
 	lba := int64(2048)
 	for i, c := range updateCases {
 		for j, src := range bases[c.base] {
-			m := member{host: filepath.Join(dir, fmt.Sprintf("c%d-%d.img", i, j))}
+			m := vmMember{host: filepath.Join(dir, fmt.Sprintf("c%d-%d.img", i, j))}
 			copyFile(t, src, m.host)
 			size := int64(mib)
 			if c.grow != 0 {
@@ -97,6 +104,18 @@ func TestAssembleUpdateKernel(t *testing.T) {
 			members[i] = append(members[i], m)
 		}
 	}
+	// -I: the raid5's members arrive in the order 0, 2, 1, then 1 again.
+	var inc []vmMember
+	for j, src := range incBase {
+		m := vmMember{host: filepath.Join(dir, fmt.Sprintf("i-%d.img", j))}
+		copyFile(t, src, m.host)
+		parts = append(parts, gptPart{lba, mib / 512})
+		images = append(images, m.host)
+		lba += mib / 512
+		m.guest = fmt.Sprintf("/dev/vda%d", len(parts))
+		inc = append(inc, m)
+	}
+	incOrder := []int{0, 2, 1, 1}
 	disk := filepath.Join(dir, "disk.img")
 	f, err := os.Create(disk)
 	if err != nil {
@@ -134,6 +153,10 @@ func TestAssembleUpdateKernel(t *testing.T) {
 			fmt.Fprintf(&script, "echo \"BEGIN %d X%d\"\nmdadm -X %s | grep -E 'UUID|Chunksize|Daemon'\necho END\n", i, j, d)
 		}
 	}
+	for k, j := range incOrder {
+		fmt.Fprintf(&script, "echo \"BEGIN %d inc\"\nmdadm -I --homehost=hA %s 2>&1; echo \"RC $?\"\necho END\n", k, inc[j].guest)
+	}
+	script.WriteString("mdadm -S /dev/md/inc\n")
 	out := string(mdvm.MustExec(t, mdvm.Run{Disks: []mdvm.Disk{{Path: disk, Mode: mdvm.COW}}, Script: script.String(), Timeout: 900 * time.Second}))
 	guest := map[string]string{}
 	for _, g := range regexp.MustCompile(`(?s)BEGIN (\d+ \w+)\n(.*?)END\n`).FindAllStringSubmatch(out, -1) {
@@ -143,6 +166,7 @@ func TestAssembleUpdateKernel(t *testing.T) {
 		t.Errorf("the kernel's bitmap time_base after create --delay=7: %s", regexp.MustCompile(`TIMEBASE.*`).FindString(out))
 	}
 
+	checkIncremental(t, runDir, inc, incOrder, guest)
 	for i, c := range updateCases {
 		h := []string{members[i][0].host, members[i][1].host}
 		args := append([]string{"--homehost=hB", "--update=" + c.update}, c.args...)
@@ -209,6 +233,10 @@ var reExamineVolatile = regexp.MustCompile(`(?m)^(/dev/\S+|/\S+\.img):\n|^ *(Upd
 
 func normExamine(s string) string { return reExamineVolatile.ReplaceAllString(s, "") }
 
+// vmMember is a member image on the host and the partition holding a copy
+// in the VM.
+type vmMember struct{ host, guest string }
+
 // gptPart is one GPT partition: first LBA and length in sectors.
 type gptPart struct{ first, sectors int64 }
 
@@ -259,4 +287,29 @@ func writeGPT(f *os.File, size int64, parts []gptPart) error {
 		}
 	}
 	return nil
+}
+
+// checkIncremental runs the real binary's -I over the members in order
+// and compares its output and exit statuses with mdadm 4.2's.
+func checkIncremental(t *testing.T, runDir string, inc []vmMember, order []int, guest map[string]string) {
+	bin := mdtoolBinary(t)
+	t.Cleanup(func() { mdtool(t, "stop", "--run-dir", runDir, "/dev/md/inc") })
+	for k, j := range order {
+		cmd := exec.Command(bin, "-I", "--homehost=hA", "--config=none", "--run-dir", runDir, inc[j].host)
+		out, err := cmd.CombinedOutput()
+		code := 0
+		if ee, ok := err.(*exec.ExitError); ok {
+			code = ee.ExitCode()
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		got := strings.ReplaceAll(string(out), "mdtool:", "mdadm:")
+		for _, m := range inc {
+			got = strings.ReplaceAll(got, m.host, m.guest)
+		}
+		got += fmt.Sprintf("RC %d\n", code)
+		if want := guest[fmt.Sprintf("%d inc", k)]; got != want {
+			t.Errorf("-I %s: mdtool\n%smdadm 4.2:\n%s", inc[j].guest, got, want)
+		}
+	}
 }

@@ -7,12 +7,14 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 
 	"github.com/spf13/cobra"
 	"golang.org/x/sys/unix"
 
 	"mdtool/internal/daemon"
 	"mdtool/internal/mdadm/plan"
+	"mdtool/ioctl"
 	"mdtool/superblock"
 )
 
@@ -118,6 +120,18 @@ func runIncremental(env *Env, o *incrementalOptions, dev, homehostFlag string, h
 	if err := os.MkdirAll(o.runDir, 0o755); err != nil {
 		return exitf(ExitFailure, "%v", err)
 	}
+	// Incremental.c reopens the device with O_EXCL before it adds it:
+	// a member an array runs on is busy.
+	f, err := ioctl.OpenMember(dev, ioctl.OpenOptions{Exclusive: true})
+	if err != nil {
+		reason := strerror(err)
+		if errors.Is(err, syscall.EBUSY) {
+			reason = strerror(syscall.EBUSY)
+		}
+		in.errf("cannot reopen %s: %s.\n", dev, reason)
+		return exitStatus(ExitFailure)
+	}
+	f.Close()
 	unlock, err := lockMap(o.runDir)
 	if err != nil {
 		in.errf("failed to get exclusive lock on mapfile\n")

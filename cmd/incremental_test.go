@@ -46,7 +46,7 @@ func TestIncremental(t *testing.T) {
 		{[]string{"-I", devs[0]}, 0, "mdtool: " + devs[0] + " attached to /dev/md/inc, not enough to start (1).\n"},
 		{[]string{"--incremental", devs[2]}, 0, "mdtool: " + devs[2] + " attached to /dev/md/inc, not enough to start safely.\n"},
 		{[]string{"-I", devs[1]}, 0, "mdtool: " + devs[1] + " attached to /dev/md/inc, which has been started.\n"},
-		{[]string{"-I", devs[1]}, 2, "mdtool: not adding " + devs[1] + " to active array (without --run) /dev/md/inc\n"},
+		{[]string{"-I", devs[1]}, 1, "mdtool: cannot reopen " + devs[1] + ": Device or resource busy.\n"},
 		{[]string{"-IR", r1[1]}, 0, "mdtool: " + r1[1] + " attached to /dev/md/deg, which has been started.\n"},
 	}
 	t.Cleanup(func() {
