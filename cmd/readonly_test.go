@@ -68,3 +68,29 @@ func TestReadOnlyReadWrite(t *testing.T) {
 	}
 	s.stop()
 }
+
+// TestAssembleReadOnly: assemble --readonly serves the array read-only
+// (writes fail, the members are not written) and -o on it is md's ENXIO.
+func TestAssembleReadOnly(t *testing.T) {
+	dir := t.TempDir()
+	runDir := filepath.Join(dir, "run")
+	devs := mkArray(t, dir, "/dev/md/aro", 2, 16<<20, "-l1", "-n2", "--assume-clean")
+	before := hashAll(t, devs)
+	s := serve(t, runDir, "/dev/md/aro", append([]string{"--readonly"}, devs...)...)
+	src := filepath.Join(dir, "zeros")
+	run(t, "truncate", "-s", "1M", src)
+	if o, err := exec.Command("nbdcopy", "--", src, s.nbdURI()).CombinedOutput(); err == nil {
+		t.Errorf("a write to an array assembled --readonly succeeded: %s", o)
+	}
+	code, _, errs := mdtool(t, "-o", "/dev/md/aro", "--run-dir", runDir)
+	if code != 1 || errs != "mdtool: failed to set readonly for /dev/md/aro: No such device or address\n" {
+		t.Errorf("-o on an array assembled --readonly: exit %d %q", code, errs)
+	}
+	s.stop()
+	after := hashAll(t, devs)
+	for _, d := range devs {
+		if before[d] != after[d] {
+			t.Errorf("%s was written by a read-only assembly", d)
+		}
+	}
+}
