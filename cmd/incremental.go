@@ -101,7 +101,7 @@ func runIncremental(env *Env, o *incrementalOptions, dev, homehostFlag string, h
 	if d == nil {
 		if r, ok := strings.CutPrefix(reason, "cannot open device "); ok {
 			in.errf("cannot open %s.\n", r)
-		} else if strings.HasSuffix(reason, "regular file.") {
+		} else if strings.HasSuffix(reason, "regular file.") || strings.HasPrefix(reason, "cannot assemble") {
 			in.errf("%s\n", reason)
 		} else {
 			in.errf("no recognisable superblock on %s.\n", dev)

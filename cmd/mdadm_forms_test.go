@@ -92,3 +92,27 @@ func TestCreateDelay(t *testing.T) {
 		}
 	}
 }
+
+// TestUpdateWords: --update=? lists the words on stdout (exit 0), an
+// unknown word is refused with the list (exit 2), as the host's mdadm 4.2
+// does; words mdtool does not do are refused with exit 2.
+func TestUpdateWords(t *testing.T) {
+	for _, w := range []string{"?", "foo"} {
+		cmd := exec.Command("mdadm", "-A", "/dev/md/uw", "--update="+w, "/nonexistent")
+		var mo, me strings.Builder
+		cmd.Stdout, cmd.Stderr = &mo, &me
+		err := cmd.Run()
+		mcode := 0
+		if ee, ok := err.(*exec.ExitError); ok {
+			mcode = ee.ExitCode()
+		}
+		code, out, errs := mdtool(t, "-A", "/dev/md/uw", "--update="+w, "/nonexistent")
+		conv := func(s string) string { return strings.ReplaceAll(s, "mdtool:", "mdadm:") }
+		if code != mcode || conv(out) != mo.String() || conv(errs) != me.String() || mo.Len()+me.Len() == 0 {
+			t.Errorf("--update=%s: exit %d\n%s%s\nmdadm 4.2: exit %d\n%s%s", w, code, out, errs, mcode, mo.String(), me.String())
+		}
+	}
+	if code, _, errs := mdtool(t, "-A", "/dev/md/uw", "--update=ppl", "/nonexistent"); code != 2 || errs != "mdtool: --update=ppl is not supported by mdtool\n" {
+		t.Errorf("--update=ppl: exit %d %q", code, errs)
+	}
+}
