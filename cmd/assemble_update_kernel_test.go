@@ -157,6 +157,10 @@ func TestAssembleUpdateKernel(t *testing.T) {
 		fmt.Fprintf(&script, "echo \"BEGIN %d inc\"\nmdadm -I --homehost=hA %s 2>&1; echo \"RC $?\"\necho END\n", k, inc[j].guest)
 	}
 	script.WriteString("mdadm -S /dev/md/inc\n")
+	// -o/-w on a running array: md's answers as mdadm words them.
+	fmt.Fprintf(&script, "mdadm -A /dev/md20 %s %s\necho \"BEGIN 0 ro\"\n", members[0][0].guest, members[0][1].guest)
+	script.WriteString("for o in -o -o -w -w; do mdadm $o /dev/md20 2>&1; echo \"RC $?\"; done\n" +
+		"mdadm -D /dev/md20 | grep ' State :'\necho END\nmdadm -S /dev/md20\n")
 	out := string(mdvm.MustExec(t, mdvm.Run{Disks: []mdvm.Disk{{Path: disk, Mode: mdvm.COW}}, Script: script.String(), Timeout: 900 * time.Second}))
 	guest := map[string]string{}
 	for _, g := range regexp.MustCompile(`(?s)BEGIN (\d+ \w+)\n(.*?)END\n`).FindAllStringSubmatch(out, -1) {
@@ -167,6 +171,14 @@ func TestAssembleUpdateKernel(t *testing.T) {
 	}
 
 	checkIncremental(t, runDir, inc, incOrder, guest)
+	// What TestReadOnlyReadWrite expects of mdtool.
+	if want := "RC 0\n" +
+		"mdadm: failed to set readonly for /dev/md20: No such device or address\nRC 1\n" +
+		"RC 0\n" +
+		"mdadm: failed to set writable for /dev/md20: Device or resource busy\nRC 1\n" +
+		"             State : clean \n"; guest["0 ro"] != want {
+		t.Errorf("mdadm -o -o -w -w:\n%s\nwant (as mdtool says it):\n%s", guest["0 ro"], want)
+	}
 	for i, c := range updateCases {
 		h := []string{members[i][0].host, members[i][1].host}
 		args := append([]string{"--homehost=hB", "--update=" + c.update}, c.args...)
