@@ -161,6 +161,9 @@ func TestAssembleUpdateKernel(t *testing.T) {
 	fmt.Fprintf(&script, "mdadm -A /dev/md20 %s %s\necho \"BEGIN 0 ro\"\n", members[0][0].guest, members[0][1].guest)
 	script.WriteString("for o in -o -o -w -w; do mdadm $o /dev/md20 2>&1; echo \"RC $?\"; done\n" +
 		"mdadm -D /dev/md20 | grep ' State :'\necho END\nmdadm -S /dev/md20\n")
+	// -IY (udev's form) on the members the name update renamed to hB:fresh.
+	fmt.Fprintf(&script, "echo \"BEGIN 0 export\"\nmdadm -IY --homehost=hB %s; echo \"RC $?\"\nmdadm -IY --homehost=hB %s; echo \"RC $?\"\necho END\nmdadm -Ss\n",
+		members[1][0].guest, members[1][1].guest)
 	out := string(mdvm.MustExec(t, mdvm.Run{Disks: []mdvm.Disk{{Path: disk, Mode: mdvm.COW}}, Script: script.String(), Timeout: 900 * time.Second}))
 	guest := map[string]string{}
 	for _, g := range regexp.MustCompile(`(?s)BEGIN (\d+ \w+)\n(.*?)END\n`).FindAllStringSubmatch(out, -1) {
@@ -235,6 +238,30 @@ func TestAssembleUpdateKernel(t *testing.T) {
 				t.Errorf("%s --update=%s, member %d: bitmap\n%s\nmdadm 4.2:\n%s", c.md, c.update, j, got, want)
 			}
 		}
+	}
+	checkIncrementalExport(t, runDir, members[1], guest["0 export"])
+}
+
+// checkIncrementalExport runs -IY on the two members of a stopped array
+// and compares the udev lines with mdadm 4.2's (MD_DEVICE is the kernel's
+// mdN there, the run-directory name here).
+func checkIncrementalExport(t *testing.T, runDir string, ms []vmMember, want string) {
+	bin := mdtoolBinary(t)
+	t.Cleanup(func() { mdtool(t, "stop", "--run-dir", runDir, "/dev/md/fresh") })
+	var got strings.Builder
+	for _, m := range ms {
+		out, err := exec.Command(bin, "-IY", "--homehost=hB", "--config=none", "--run-dir", runDir, m.host).CombinedOutput()
+		code := 0
+		if ee, ok := err.(*exec.ExitError); ok {
+			code = ee.ExitCode()
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(&got, "%sRC %d\n", out, code)
+	}
+	dev := regexp.MustCompile(`(?m)^MD_DEVICE=.*$`)
+	if g, w := dev.ReplaceAllString(got.String(), "MD_DEVICE=x"), dev.ReplaceAllString(want, "MD_DEVICE=x"); g != w || !strings.Contains(g, "MD_STARTED=yes") {
+		t.Errorf("-IY: mdtool\n%smdadm 4.2:\n%s", got.String(), want)
 	}
 }
 

@@ -42,6 +42,7 @@ EXIT STATUS
 
 type incrementalOptions struct {
 	run    bool
+	export bool // -Y: udev's key=value lines instead of messages
 	runDir string
 	config string
 }
@@ -66,6 +67,9 @@ func newIncrementalCmd(env *Env) *cobra.Command {
 	}
 	f := c.Flags()
 	f.BoolVarP(&o.run, "run", "R", false, "start the array as soon as it can run, degraded")
+	f.BoolVarP(&o.export, "export", "Y", false, "print MD_DEVICE, MD_DEVNAME, MD_FOREIGN and MD_STARTED for udev instead of messages")
+	f.Bool("offroot", false, "accepted for mdadm compatibility (udev rules pass it)")
+	_ = f.MarkHidden("offroot")
 	f.StringVarP(&o.config, "config", "c", "", "mdadm.conf to read (default /etc/mdadm/mdadm.conf, then /etc/mdadm.conf)")
 	addRunDirFlag(f, &o.runDir)
 	return c
@@ -160,6 +164,16 @@ func (in *incr) mdDevice(sb *superblock.Superblock) string {
 	return in.as.autoName(sb)
 }
 
+// confMatch reports whether an ARRAY line of mdadm.conf has sb's UUID.
+func (in *incr) confMatch(sb *superblock.Superblock) bool {
+	for _, a := range in.as.conf.Arrays {
+		if a.UUIDSet && a.UUID == sb.SetUUID {
+			return true
+		}
+	}
+	return false
+}
+
 // attach adds d to the waiting members of its array and starts the array
 // when it can (Incremental.c steps 4 to 7).
 func (in *incr) attach(d *asmDev, mddev string) error {
@@ -196,13 +210,28 @@ func (in *incr) attach(d *asmDev, mddev string) error {
 	if err := putMapEntry(in.o.runDir, mapEntry{name: name, uuid: d.sb.SetUUID, path: mddev}); err != nil {
 		return exitf(ExitFailure, "%v", err)
 	}
+	if in.o.export {
+		foreign := "no"
+		if matchHome(d.sb, in.as.homehost) != 1 && !strings.HasPrefix(d.sb.Name(), "any:") && !in.confMatch(d.sb) {
+			foreign = "yes"
+		}
+		fmt.Fprintf(in.env.Stdout, "MD_DEVICE=%s\nMD_DEVNAME=%s\nMD_FOREIGN=%s\n", name, strings.TrimPrefix(mddev, "/dev/md/"), foreign)
+	}
 	active, best, avail := countActive(devs)
 	clean := best.sb.ResyncOffset == superblock.MaxSector
 	if !plan.Enough(int(best.sb.Level), int(best.sb.RaidDisks), best.sb.Layout, clean, avail) {
+		if in.o.export {
+			fmt.Fprintf(in.env.Stdout, "MD_STARTED=no\n")
+			return nil
+		}
 		in.errf("%s attached to %s, not enough to start (%d).\n", d.path, mddev, active)
 		return nil
 	}
 	if !in.o.run && active < workingDisks(best.sb) {
+		if in.o.export {
+			fmt.Fprintf(in.env.Stdout, "MD_STARTED=unsafe\n")
+			return nil
+		}
 		in.errf("%s attached to %s, not enough to start safely.\n", d.path, mddev)
 		return nil
 	}
@@ -211,6 +240,10 @@ func (in *incr) attach(d *asmDev, mddev string) error {
 		return exitStatus(ExitFailure)
 	}
 	dropMapEntry(in.o.runDir, name)
+	if in.o.export {
+		fmt.Fprintf(in.env.Stdout, "MD_STARTED=yes\n")
+		return nil
+	}
 	in.errf("%s attached to %s, which has been started.\n", d.path, mddev)
 	return nil
 }

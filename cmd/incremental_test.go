@@ -19,6 +19,7 @@ func TestIncremental(t *testing.T) {
 	runDir := filepath.Join(dir, "run")
 	devs := mkArray(t, dir, "/dev/md/inc", 3, 16<<20, "-l5", "-n3", "--assume-clean")
 	r1 := mkArray(t, dir, "/dev/md/deg", 2, 16<<20, "-l1", "-n2", "--assume-clean")
+	ex := mkArray(t, dir, "/dev/md/ex", 2, 16<<20, "-l1", "-n2", "--assume-clean")
 	plain := sparse(t, dir, "plain.img", 16<<20)
 	env := append(os.Environ(), "MDTOOL_RUN_DIR="+runDir, "MDTOOL_CONFIG=/dev/null")
 	runBin := func(args ...string) (int, string) {
@@ -48,9 +49,11 @@ func TestIncremental(t *testing.T) {
 		{[]string{"-I", devs[1]}, 0, "mdtool: " + devs[1] + " attached to /dev/md/inc, which has been started.\n"},
 		{[]string{"-I", devs[1]}, 1, "mdtool: cannot reopen " + devs[1] + ": Device or resource busy.\n"},
 		{[]string{"-IR", r1[1]}, 0, "mdtool: " + r1[1] + " attached to /dev/md/deg, which has been started.\n"},
+		{[]string{"-I", "--export", ex[0]}, 0, "MD_DEVICE=ex\nMD_DEVNAME=ex\nMD_FOREIGN=no\nMD_STARTED=unsafe\n"},
+		{[]string{"-I", "-Y", ex[1]}, 0, "MD_DEVICE=ex\nMD_DEVNAME=ex\nMD_FOREIGN=no\nMD_STARTED=yes\n"},
 	}
 	t.Cleanup(func() {
-		for _, md := range []string{"/dev/md/inc", "/dev/md/deg"} {
+		for _, md := range []string{"/dev/md/inc", "/dev/md/deg", "/dev/md/ex"} {
 			mdtool(t, "stop", "--run-dir", runDir, md)
 		}
 	})
@@ -66,7 +69,7 @@ func TestIncremental(t *testing.T) {
 			t.Errorf("%v: exit %d %q, want %d %q", s.args, code, out, s.code, s.out)
 		}
 	}
-	for _, md := range []string{"/dev/md/inc", "/dev/md/deg"} {
+	for _, md := range []string{"/dev/md/inc", "/dev/md/deg", "/dev/md/ex"} {
 		code, out := runBin("-D", md)
 		if code != 0 || !strings.Contains(out, "Raid Level : raid") {
 			t.Errorf("detail %s: exit %d\n%s", md, code, out)
