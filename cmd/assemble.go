@@ -150,12 +150,12 @@ func newAssembleCmd(env *Env) *cobra.Command {
 	f.StringVarP(&o.uuid, "uuid", "u", "", "only use members of the array with this UUID")
 	f.StringVarP(&o.name, "name", "N", "", "only use members of the array with this name")
 	f.StringVarP(&o.config, "config", "c", "", "mdadm.conf to read (default /etc/mdadm/mdadm.conf, then /etc/mdadm.conf)")
-	f.StringVarP(&o.update, "update", "U", "", "not supported: mdtool does not rewrite superblocks on assembly")
+	f.StringVarP(&o.update, "update", "U", "", "rewrite the members' superblocks before the start: uuid, name, homehost, resync, devicesize, bbl, no-bbl, ... ('?' lists them)")
 	f.StringVarP(&o.auto, "auto", "a", "", "accepted for mdadm compatibility; no device nodes are created")
 	f.StringVarP(&o.superMinor, "super-minor", "m", "", "not supported (0.90 metadata)")
 	f.BoolVar(&o.foreground, "foreground", false, "serve in this process until stopped, instead of a background daemon")
 	addServeFlags(f, &o.srv)
-	for _, n := range []string{"update", "auto", "super-minor"} {
+	for _, n := range []string{"auto", "super-minor"} {
 		_ = f.MarkHidden(n)
 	}
 	return c
@@ -248,6 +248,9 @@ func (as *assembler) errf(format string, a ...any) {
 }
 
 func runAssemble(env *Env, o *assembleOptions, args []string, homehostFlag string, homehostGiven bool) error {
+	if done, err := checkUpdateWord(env, o.update); done {
+		return err
+	}
 	uuid, err := checkAssembleFlags(o, args)
 	if err != nil {
 		return err
@@ -305,9 +308,6 @@ func runAssemble(env *Env, o *assembleOptions, args []string, homehostFlag strin
 // and returns --uuid's value.
 func checkAssembleFlags(o *assembleOptions, args []string) ([16]byte, error) {
 	var uuid [16]byte
-	if o.update != "" {
-		return uuid, usagef("--update=%s is not supported: mdtool does not rewrite superblocks on assembly", o.update)
-	}
 	if o.superMinor != "" {
 		return uuid, usagef("--super-minor is not supported (0.90 metadata cannot be assembled)")
 	}
@@ -712,10 +712,10 @@ func (as *assembler) identMatches(id assembleIdent, d *asmDev, report bool) bool
 		}
 		return false
 	}
-	if id.uuidSet && sb.SetUUID != id.uuid && sb.SetUUID != [16]byte{} {
+	if id.uuidSet && as.o.update != "uuid" && sb.SetUUID != id.uuid && sb.SetUUID != [16]byte{} {
 		return say("%s has wrong uuid.\n")
 	}
-	if id.name != "" && !nameMatches(sb.Name(), id.name, as.homehost) &&
+	if id.name != "" && as.o.update != "name" && !nameMatches(sb.Name(), id.name, as.homehost) &&
 		(id.nameAlt == "" || !nameMatches(sb.Name(), id.nameAlt, as.homehost)) {
 		return say("%s has wrong name.\n")
 	}
@@ -923,7 +923,7 @@ func (as *assembler) assemble(j assembleJob) ExitCode {
 		mddev = as.autoName(ref.sb)
 	}
 	// An array with this UUID already served by a daemon?
-	if dev := as.activeWithUUID(ref.sb.SetUUID); dev != "" {
+	if dev := as.activeWithUUID(ref.sb.SetUUID); dev != "" && as.o.update != "uuid" {
 		as.errf("Found some drive for an array that is already active: %s\n", dev)
 		as.errf("giving up.\n")
 		return ExitFailure
@@ -1043,6 +1043,9 @@ func (st *asmArray) get(i int) int {
 func (as *assembler) loadAndStart(j assembleJob, mddev, name string, devs []*asmDev, lock *daemon.Lock) ExitCode {
 	if devs = as.refuseInvalid(mddev, devs); len(devs) == 0 {
 		as.errf("%s assembled from 0 drives - not enough to start the array.\n", mddev)
+		return ExitFailure
+	}
+	if as.o.update != "" && !as.updateSupers(j, mddev, devs) {
 		return ExitFailure
 	}
 	if !as.runnableFeatures(mddev, devs[0].sb) {

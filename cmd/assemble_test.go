@@ -489,7 +489,7 @@ func TestAssembleScan(t *testing.T) {
 		!strings.Contains(out, "ARRAY /dev/md/beta metadata=1.2 name=testhost:beta UUID=") {
 		t.Errorf("detail --scan: exit %d\n%s%s", code, out, errs)
 	}
-	code, _, errs = mdtool(t, "stop", "--scan", "--run-dir", runDir)
+	code, _, errs = mdtool(t, "stop", "--scan", "-v", "--run-dir", runDir)
 	if code != 0 || !strings.Contains(errs, "stopped /dev/md/alpha") || !strings.Contains(errs, "stopped /dev/md/beta") {
 		t.Errorf("stop --scan: exit %d: %s", code, errs)
 	}

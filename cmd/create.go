@@ -39,6 +39,7 @@ type createOptions struct {
 	consistency  string
 	mdadmConf    string
 	start        bool
+	delay        string       // --delay: the bitmap's daemon sleep (seconds)
 	srv          serveOptions // the NBD limits of the daemon it starts
 }
 
@@ -101,6 +102,7 @@ EXIT STATUS
 	f.StringVarP(&o.metadata, "metadata", "e", "", "superblock version: 1.0, 1.1 or 1.2 (default 1.2)")
 	f.StringVarP(&o.bitmap, "bitmap", "b", "", "write-intent bitmap: internal or none")
 	f.StringVar(&o.bitmapChunk, "bitmap-chunk", "", "bitmap chunk size (default 64M; KiB unless suffixed)")
+	f.StringVarP(&o.delay, "delay", "d", "", "seconds between bitmap flushes: the bitmap's daemon sleep (default 5)")
 	f.StringVarP(&o.name, "name", "N", "", "array name (default: from MD-DEVICE)")
 	f.StringVarP(&o.uuid, "uuid", "u", "", "array UUID (default: random)")
 	f.StringVar(&o.dataOffset, "data-offset", "", "start of data on each device (KiB unless suffixed; default: mdadm's formula)")
@@ -252,6 +254,9 @@ func (o *createOptions) parseSizes(opts *plan.Options) error {
 		if opts.BitmapChunk, err = plan.ParseBitmapChunk(o.bitmapChunk); err != nil {
 			return planError(err)
 		}
+	}
+	if opts.BitmapDelay, err = parseDelay(o.delay); err != nil {
+		return err
 	}
 	return nil
 }

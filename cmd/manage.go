@@ -135,6 +135,8 @@ func runManage(env *Env, c *cobra.Command, args []string, runDir string) error {
 	var ops []*manageOp
 	var disp byte
 	writeMostly := false
+	stop := false     // --manage --stop: mdadm's Manage_stop after the operations
+	readonly := false // --manage -o: mdadm's Manage_ro before them
 	for i := 0; i < len(args); i++ {
 		a := args[i]
 		switch a {
@@ -154,6 +156,10 @@ func runManage(env *Env, c *cobra.Command, args []string, runDir string) error {
 			disp = dispWith
 		case "--force":
 			m.force = true
+		case "--stop", "-S":
+			stop = true
+		case "--readonly", "-o":
+			readonly = true
 		case "--write-mostly", "-W":
 			writeMostly = true
 		case "--readwrite", "-w":
@@ -199,6 +205,17 @@ func runManage(env *Env, c *cobra.Command, args []string, runDir string) error {
 	if m.mddev == "" {
 		return usagef("an md device must be given in manage mode")
 	}
+	if readonly {
+		if err := setReadOnly(env, runDir, m.mddev, true); err != nil {
+			return exitf(ExitFailure, "%v", err)
+		}
+	}
+	if len(ops) == 0 && readonly && !stop {
+		return nil
+	}
+	if len(ops) == 0 && stop {
+		return runStop(env, []string{m.mddev}, false, runDir, stopTimeout, m.verb)
+	}
 	if len(ops) == 0 {
 		return usagef("no devices given for %s", m.mddev)
 	}
@@ -242,6 +259,10 @@ func runManage(env *Env, c *cobra.Command, args []string, runDir string) error {
 	}
 	if m.test && m.count == 0 {
 		return exitStatus(ExitUsage)
+	}
+	if stop {
+		cl.Close()
+		return runStop(env, []string{m.mddev}, false, runDir, stopTimeout, m.verb)
 	}
 	return nil
 }

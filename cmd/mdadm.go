@@ -154,7 +154,7 @@ func isSubcommand(s string) bool {
 			return true
 		}
 	}
-	return s == "gendocs" || s == "misc" || s == "action"
+	return s == "gendocs" || s == "misc" || s == "action" || s == "readonly" || s == "readwrite"
 }
 
 // translateMdadmArgs rewrites args; root's flags say which options take a
@@ -178,8 +178,22 @@ func translateMdadmArgs(root *cobra.Command, args []string) []string {
 			out = append(out, args[i:]...)
 			break
 		}
+		if m, ok := roModes[a]; ok && mode == "" && i == 0 {
+			mode = m // mdadm -o MD, -w MD (misc mode)
+			continue
+		}
+		if mode == "" && i == 0 && manageOpts[a] {
+			// mdadm -r /dev/md0 /dev/sdb: a manage operation as the
+			// first option sets manage mode; the md device follows.
+			mode = "manage"
+			out = append(out, a)
+			continue
+		}
 		if strings.HasPrefix(a, "--") {
 			name, _, hasVal := strings.Cut(a[2:], "=")
+			if mode == "" && !hasVal {
+				name = withArg.longModePrefix(name)
+			}
 			if m, ok := longModes["--"+name]; ok && mode == "" && !hasVal {
 				mode = m
 				continue

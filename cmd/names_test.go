@@ -535,7 +535,7 @@ func TestRawDeviceName(t *testing.T) {
 	if l := ev.lines(); len(l) != 2 || l[0] != `TestMessage /dev/md/e\x1b[1mx\ny` || l[1] != `NewArray /dev/md/e\x1b[1mx\ny` {
 		t.Errorf("monitor events %q", l)
 	}
-	code, _, errs = mdtool(t, "stop", "--scan", "--run-dir", runDir)
+	code, _, errs = mdtool(t, "stop", "--scan", "-v", "--run-dir", runDir)
 	checkText(t, "stop", errs)
 	if code != 0 || errs != `mdtool: stopped /dev/md/e\x1b[1mx\ny`+"\n" {
 		t.Errorf("stop --scan: exit %d %q", code, errs)

@@ -213,6 +213,11 @@ overrides the built-in defaults (mdadm's).`,
 		newWaitCmd(env),
 		newActionCmd(env),
 		newGrowCmd(env),
+		newQueryCmd(env),
+		newIncrementalCmd(env),
+	)
+	root.AddCommand(newReadOnlyCmds(env)...)
+	root.AddCommand(
 		newMonitorCmd(env),
 		newGenDocsCmd(),
 	)

@@ -39,6 +39,9 @@ func newStopCmd(env *Env) *cobra.Command {
 		Long:  stopLong,
 		RunE: func(c *cobra.Command, args []string) error {
 			verbose := 0
+			if v, _ := c.Flags().GetBool("verbose"); v {
+				verbose = 1
+			}
 			if q, _ := c.Flags().GetBool("quiet"); q {
 				verbose = -1
 			}
@@ -47,7 +50,7 @@ func newStopCmd(env *Env) *cobra.Command {
 	}
 	f := c.Flags()
 	f.BoolVarP(&scan, "scan", "s", false, "stop every running array")
-	f.DurationVar(&timeout, "timeout", 5*time.Minute, "how long to wait for a daemon to finish")
+	f.DurationVar(&timeout, "timeout", stopTimeout, "how long to wait for a daemon to finish")
 	addRunDirFlag(f, &runDir)
 	return c
 }
@@ -93,7 +96,9 @@ func runStop(env *Env, args []string, scan bool, runDir string, timeout time.Dur
 			rv = ExitFailure
 			continue
 		}
-		if verbose >= 0 {
+		if verbose > 0 || (verbose == 0 && !scan) {
+			// --stop --scan says nothing of the arrays it stopped
+			// unless -v (mdadm's stop_scan retries quietly).
 			fmt.Fprintf(env.Stderr, "mdtool: stopped %s\n", dev)
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"net"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"mdtool/engine"
@@ -18,6 +19,9 @@ type Backend struct {
 	a              *engine.Array
 	min, pref, max uint32
 	m              *metrics.Array // nil: no metrics
+	// ro is md's read-only mode set on the running array (mdadm -o):
+	// writes fail with EROFS. Shared by the copies WithoutMetrics makes.
+	ro *atomic.Bool
 }
 
 var _ export.Backend = (*Backend)(nil)
@@ -34,7 +38,7 @@ func NewBackend(a *engine.Array, m *metrics.Array) *Backend {
 		pref = (pref/min + 1) * min
 	}
 	mx := max(uint32(1<<20), pref)
-	return &Backend{a: a, min: min, pref: pref, max: mx, m: m}
+	return &Backend{a: a, min: min, pref: pref, max: mx, m: m, ro: new(atomic.Bool)}
 }
 
 // WithoutMetrics returns a Backend on the same array that records nothing
@@ -75,6 +79,9 @@ func (b *Backend) ReadAt(p []byte, off int64) (int, error) {
 
 // WriteAt writes to the array.
 func (b *Backend) WriteAt(p []byte, off int64) (int, error) {
+	if b.ro.Load() {
+		return 0, syscall.EROFS
+	}
 	t0 := b.start()
 	n, err := b.a.WriteAt(p, off)
 	b.observe(metrics.OpWrite, int64(len(p)), t0, err)
@@ -83,6 +90,9 @@ func (b *Backend) WriteAt(p []byte, off int64) (int, error) {
 
 // WriteAtFUA writes durably.
 func (b *Backend) WriteAtFUA(p []byte, off int64) (int, error) {
+	if b.ro.Load() {
+		return 0, syscall.EROFS
+	}
 	t0 := b.start()
 	n, err := b.a.WriteAtFUA(p, off)
 	b.observe(metrics.OpWrite, int64(len(p)), t0, err)
@@ -99,6 +109,9 @@ func (b *Backend) Flush() error {
 
 // Discard passes a discard to the array.
 func (b *Backend) Discard(off, length int64) error {
+	if b.ro.Load() {
+		return syscall.EROFS
+	}
 	t0 := b.start()
 	err := b.a.Discard(off, length)
 	b.observe(metrics.OpDiscard, length, t0, err)
@@ -109,6 +122,9 @@ func (b *Backend) Discard(off, length int64) error {
 // range unprovisioned that the members cannot read back as zeroes), so
 // mayTrim makes no difference.
 func (b *Backend) WriteZeroes(off, length int64, mayTrim bool) error {
+	if b.ro.Load() {
+		return syscall.EROFS
+	}
 	t0 := b.start()
 	err := b.a.WriteZeroes(off, length)
 	b.observe(metrics.OpWriteZeroes, length, t0, err)

@@ -57,6 +57,9 @@ const (
 	// OpReshape starts growing a raid4/5/6 to RaidDisks devices onto
 	// its spares (mdadm --grow --raid-devices).
 	OpReshape = "reshape"
+	// OpReadOnly, OpReadWrite switch md's read-only mode (mdadm -o, -w).
+	OpReadOnly  = "readonly"
+	OpReadWrite = "readwrite"
 )
 
 // Results of a successful add (Response.Result).
@@ -118,6 +121,8 @@ const (
 	CodeWithNotMember = "with-not-member"
 	// CodeReadOnly: the array is read-only (EROFS).
 	CodeReadOnly = "read-only"
+	// CodeNoDevice: md's ENXIO (e.g. setting read-only mode twice).
+	CodeNoDevice = "no-device"
 )
 
 // Response is the answer to one request.
@@ -363,11 +368,11 @@ func (s *Server) do(req Request) Response {
 			return errResponse(err)
 		}
 		return Response{OK: true}
-	case OpFail, OpRemove, OpAdd, OpReAdd, OpAddSpare, OpReplace, OpAction, OpSyncLimits, OpReshape:
+	case OpFail, OpRemove, OpAdd, OpReAdd, OpAddSpare, OpReplace, OpAction, OpSyncLimits, OpReshape, OpReadOnly, OpReadWrite:
 		switch {
 		case req.Op == OpAction && req.Action == "":
 			return errResponse(Errorf(CodeInvalid, "%s needs an action", req.Op))
-		case req.Op != OpAction && req.Op != OpSyncLimits && req.Op != OpReshape && req.Device == "":
+		case req.Op != OpAction && req.Op != OpSyncLimits && req.Op != OpReshape && req.Op != OpReadOnly && req.Op != OpReadWrite && req.Device == "":
 			return errResponse(Errorf(CodeInvalid, "%s needs a device", req.Op))
 		}
 		resp, err := s.h.Manage(req)

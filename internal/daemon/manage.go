@@ -43,6 +43,8 @@ func (s *Service) Manage(req Request) (*Response, error) {
 		return nil, s.action(req.Action)
 	case OpReshape:
 		return nil, s.reshape(req.RaidDisks)
+	case OpReadOnly, OpReadWrite:
+		return nil, s.setReadOnly(req.Op == OpReadOnly)
 	case OpSyncLimits:
 		l := s.cfg.Array.SyncLimitsOf()
 		if req.SpeedMin != nil {

@@ -374,7 +374,7 @@ func (s *Service) Status() (*Status, error) {
 		Events:           a.Events(),
 		Clean:            a.Clean(),
 		Degraded:         a.Degraded(),
-		ReadOnly:         s.cfg.ReadOnly,
+		ReadOnly:         s.cfg.ReadOnly || s.backend.ro.Load(),
 		SyncAction:       engine.ActionIdle,
 		FailedReason:     a.FailedReason(),
 		NBDSocket:        s.nbdPath,

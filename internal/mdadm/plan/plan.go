@@ -66,6 +66,9 @@ type Options struct {
 	Bitmap string
 	// BitmapChunk is --bitmap-chunk in bytes; 0 = not given.
 	BitmapChunk uint64
+	// BitmapDelay is --delay: the bitmap's daemon_sleep in seconds; 0 =
+	// mdadm's default (bitmap.DefaultDaemonSleep).
+	BitmapDelay uint32
 	// Name is --name; "" = derive from MDDevice.
 	Name string
 	// Homehost is --homehost: "" or "<system>" = SystemHostname,
@@ -805,6 +808,9 @@ func (p *planner) addBitmap() error {
 		ChunkSize:   uint32(bchunk),
 		DaemonSleep: bitmap.DefaultDaemonSleep,
 		SyncSize:    bitmapSize,
+	}
+	if p.o.BitmapDelay != 0 {
+		p.bms.DaemonSleep = p.o.BitmapDelay
 	}
 	r.Bitmap = true
 	r.BitmapChunk = bchunk
