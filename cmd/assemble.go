@@ -19,6 +19,7 @@ import (
 	"mdtool/internal/daemon"
 	"mdtool/internal/mdadm/member"
 	"mdtool/internal/mdadm/plan"
+	"mdtool/internal/nbdclient"
 	"mdtool/internal/serve/metrics"
 	"mdtool/ioctl"
 	"mdtool/superblock"
@@ -743,6 +744,9 @@ func matchOneOf(patterns, dev string) bool {
 // be opened O_EXCL, or an image file another mdtool command or daemon has
 // locked (ioctl.OpenMember's exclusive mode, released at once).
 func isBusy(d *asmDev) bool {
+	if nbdclient.IsURI(d.path) {
+		return false // nothing locks a remote export
+	}
 	f, err := ioctl.OpenMember(d.path, ioctl.OpenOptions{Exclusive: true})
 	if err != nil {
 		return true

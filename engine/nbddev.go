@@ -3,9 +3,29 @@ package engine
 import (
 	"context"
 	"errors"
+	"time"
 
 	"mdtool/internal/nbdclient"
 )
+
+// OpenMember opens a member named by a path (OpenFile) or by an NBD URI
+// (OpenNBD, with o.RemoteTimeout). Connecting to a server is bounded by
+// DialTimeout.
+func OpenMember(path string, o FileOptions) (Device, error) {
+	if !nbdclient.IsURI(path) {
+		return OpenFile(path, o)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), DialTimeout)
+	defer cancel()
+	return OpenNBD(ctx, path, nbdclient.Options{Conns: RemoteConns, Timeout: o.RemoteTimeout})
+}
+
+// DialTimeout bounds connecting to a remote member's server.
+const DialTimeout = 30 * time.Second
+
+// RemoteConns is the number of connections to a remote member's server
+// (used when the server allows several).
+const RemoteConns = 4
 
 // NBDDevice is a member on an NBD server (nbd://, nbds://, nbd+unix://):
 // the engine's Device over an [nbdclient.Client].

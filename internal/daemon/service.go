@@ -14,6 +14,7 @@ import (
 
 	"mdtool/engine"
 	"mdtool/engine/layout"
+	"mdtool/internal/nbdclient"
 	"mdtool/internal/serve/fuseexport"
 	"mdtool/internal/serve/metrics"
 	"mdtool/internal/serve/nbd"
@@ -67,6 +68,8 @@ type Config struct {
 	// WrapDevice, if set, wraps a device that manage adds (as assemble
 	// wraps the members it opens), e.g. for fault injection in tests.
 	WrapDevice func(path string, d engine.Device) (engine.Device, error)
+	// RemoteTimeout: as LaunchConfig's, for members added later.
+	RemoteTimeout time.Duration
 	// SyncLimits, if not zero, are set on the array at Start
 	// (sync_speed_min/max).
 	SyncLimits engine.SyncLimits
@@ -498,6 +501,9 @@ func (s *Service) findMember(device string) int {
 			return i
 		}
 		if err != nil {
+			continue
+		}
+		if nbdclient.IsURI(m.Path) {
 			continue
 		}
 		mf, err := os.Stat(m.Path)
