@@ -28,20 +28,30 @@ func Require(t testing.TB) string {
 
 // Server is a running nbdkit.
 type Server struct {
-	Socket string
+	Socket string // unix socket, or "" for TCP
+	Host   *Host  // the network namespace of a TCP server
+	Port   int
+	args   []string
+	pid    string
 	cmd    *exec.Cmd
 	done   chan struct{}
 	stderr bytes.Buffer
 }
 
-// URI is the server's URI with the given scheme ("nbd+unix" or
-// "nbds+unix").
+// URI is the server's URI with the given scheme: "nbd+unix" or
+// "nbds+unix" for a unix socket, "nbd" or "nbds" for TCP.
 func (s *Server) URI(scheme string) string {
+	if s.Host != nil {
+		return fmt.Sprintf("%s://%s:%d/", scheme, s.Host.IP, s.Port)
+	}
 	return fmt.Sprintf("%s:///?socket=%s", scheme, s.Socket)
 }
 
 // Stop kills the server (SIGKILL: a host that goes away) and waits for it.
 func (s *Server) Stop() {
+	if s.cmd == nil {
+		return
+	}
 	s.cmd.Process.Kill()
 	<-s.done
 }
@@ -51,20 +61,59 @@ func (s *Server) Stop() {
 // killed at the end of the test.
 func Start(t testing.TB, args ...string) *Server {
 	t.Helper()
-	bin := Require(t)
 	dir := t.TempDir()
-	s := &Server{Socket: filepath.Join(dir, "s"), done: make(chan struct{})}
-	pid := filepath.Join(dir, "pid")
-	full := append([]string{"--foreground", "--exit-with-parent", "-U", s.Socket, "-P", pid}, args...)
-	s.cmd = exec.Command(bin, full...)
+	s := &Server{Socket: filepath.Join(dir, "s"), pid: filepath.Join(dir, "pid"), args: args}
+	s.start(t)
+	t.Cleanup(s.Stop)
+	return s
+}
+
+// StartIn runs nbdkit in h's network namespace, on h's address and port.
+func StartIn(t testing.TB, h *Host, port int, args ...string) *Server {
+	t.Helper()
+	s := &Server{Host: h, Port: port, pid: filepath.Join(t.TempDir(), "pid"), args: args}
+	s.start(t)
+	t.Cleanup(s.Stop)
+	return s
+}
+
+// Restart starts a stopped server again with the same arguments (a host
+// that comes back).
+func (s *Server) Restart(t testing.TB) {
+	t.Helper()
+	s.Stop()
+	if s.Socket != "" {
+		os.Remove(s.Socket)
+	}
+	s.start(t)
+}
+
+func (s *Server) start(t testing.TB) {
+	t.Helper()
+	bin := Require(t)
+	os.Remove(s.pid)
+	s.done = make(chan struct{})
+	s.stderr.Reset()
+	full := []string{"--foreground", "--exit-with-parent", "-P", s.pid}
+	if s.Host != nil {
+		full = append(full, "-i", s.Host.IP, "-p", fmt.Sprint(s.Port))
+	} else {
+		full = append(full, "-U", s.Socket)
+	}
+	full = append(full, s.args...)
+	if s.Host != nil {
+		s.cmd = exec.Command("ip", append([]string{"netns", "exec", s.Host.NS, bin}, full...)...)
+	} else {
+		s.cmd = exec.Command(bin, full...)
+	}
 	s.cmd.Stderr = &s.stderr
 	if err := s.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	go func() { s.cmd.Wait(); close(s.done) }()
+	go func(c *exec.Cmd, done chan struct{}) { c.Wait(); close(done) }(s.cmd, s.done)
 	deadline := time.Now().Add(60 * time.Second)
 	for {
-		if _, err := os.Stat(pid); err == nil {
+		if _, err := os.Stat(s.pid); err == nil {
 			break
 		}
 		select {
@@ -77,6 +126,4 @@ func Start(t testing.TB, args ...string) *Server {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	t.Cleanup(s.Stop)
-	return s
 }
