@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -373,6 +374,22 @@ func TestRemoteMembersTLS(t *testing.T) {
 	st, err := queryStatus(runDir, s.name)
 	if err != nil || st.Degraded != 0 {
 		t.Fatalf("status: %+v %v", st, err)
+	}
+	s.stop()
+
+	// mdadm.conf: DEVICE lines name the remote members; -Es by URI gives
+	// the ARRAY line; -As finds the members.
+	code, arr, errs := mdtool(t, append([]string{"examine", "--scan", "--config=none"}, withCert...)...)
+	if code != 0 || !strings.HasPrefix(arr, "ARRAY "+md+" ") {
+		t.Fatalf("examine --scan: exit %d: %s%s", code, arr, errs)
+	}
+	conf := filepath.Join(dir, "mdadm.conf")
+	if err := os.WriteFile(conf, []byte("DEVICE "+strings.Join(withCert, " ")+"\n"+arr), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s = serve(t, runDir, md, "--scan", "--config="+conf)
+	if got := nbdRead(t, s.nbdURI(), len(data)); string(got) != string(data) {
+		t.Fatal("data differs after assemble --scan")
 	}
 	s.stop()
 }
