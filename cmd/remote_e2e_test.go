@@ -244,6 +244,34 @@ func TestRemoteMembers(t *testing.T) {
 			if !strings.Contains(out, "degraded") {
 				t.Errorf("detail: not degraded:\n%s", out)
 			}
+			// detail --json: every member's connection, by URI.
+			devsJ, _ := detailJSONOf(t, runDir, md)["devices"].([]any)
+			seen := 0
+			for _, d := range devsJ {
+				dm := d.(map[string]any)
+				if dm["path"] == nil {
+					continue // a removed slot
+				}
+				r, _ := dm["remote"].(map[string]any)
+				if r == nil {
+					t.Errorf("detail --json: %v has no remote object", dm["path"])
+					continue
+				}
+				seen++
+				lost := false
+				for _, l := range c.lost {
+					lost = lost || dm["path"] == ms[l.member].uri()
+				}
+				if want := map[bool]string{true: "lost", false: "connected"}[lost]; r["state"] != want {
+					t.Errorf("detail --json: %v: remote %v, want state %s", dm["path"], r, want)
+				}
+				if !lost && r["latency_us"].(float64) <= 0 {
+					t.Errorf("detail --json: %v: no latency: %v", dm["path"], r)
+				}
+			}
+			if seen != c.n {
+				t.Errorf("detail --json: %d remote members, want %d", seen, c.n)
+			}
 			// The host comes back.
 			for _, l := range c.lost {
 				m := ms[l.member]

@@ -418,6 +418,7 @@ func (s *Service) Status() (*Status, error) {
 			spec := &s.cfg.Members[mi.Device]
 			ms.Path, ms.Block, ms.Major, ms.Minor, ms.DevNumber = spec.Path, spec.Block, spec.Major, spec.Minor, spec.DevNumber
 			ms.FailFast = spec.FailFast
+			ms.Remote = remoteStatus(spec.Dev)
 			if mi.State == engine.InSync {
 				if ref == nil {
 					ref = spec
@@ -517,4 +518,18 @@ func (s *Service) findMember(device string) int {
 		}
 	}
 	return -1
+}
+
+// remoteStatus describes dev's connection when it is on an NBD server.
+func remoteStatus(dev engine.Device) *RemoteStatus {
+	nd, ok := dev.(*engine.NBDDevice)
+	if !ok {
+		return nil
+	}
+	c := nd.Client()
+	rs := &RemoteStatus{State: "connected", Conns: c.Conns(), LatencyUS: c.Latency().Microseconds()}
+	if err := c.Err(); err != nil {
+		rs.State, rs.Error = "lost", err.Error()
+	}
+	return rs
 }

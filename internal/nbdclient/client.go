@@ -73,6 +73,25 @@ type Client struct {
 	stop    chan struct{}
 	wg      sync.WaitGroup
 	closed  atomic.Bool
+	latency atomic.Int64 // ns, moving average of reply times
+}
+
+// Latency is the recent reply time of the server: an exponentially
+// weighted moving average (1/8 weight per request) of the time from
+// sending a request to its reply.
+func (c *Client) Latency() time.Duration { return time.Duration(c.latency.Load()) }
+
+func (c *Client) observe(d time.Duration) {
+	for {
+		old := c.latency.Load()
+		nv := int64(d)
+		if old != 0 {
+			nv = old + (int64(d)-old)/8
+		}
+		if c.latency.CompareAndSwap(old, nv) {
+			return
+		}
+	}
 }
 
 // Dial opens the export u names.
@@ -432,6 +451,9 @@ func (cn *conn) send(typ, flags uint16, off int64, n uint32, dst, src []byte) er
 	}
 	<-k.done
 	err = k.err
+	if err == nil {
+		cn.c.observe(time.Since(k.start))
+	}
 	k.dst = nil
 	callPool.Put(k)
 	return err
