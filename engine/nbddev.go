@@ -84,6 +84,9 @@ func (d *NBDDevice) Close() error { return d.c.Close() }
 // Geometry implements Device.
 func (d *NBDDevice) Geometry() DeviceGeometry { return d.geom }
 
+// Latency is the server's recent reply time (LatencyReporter).
+func (d *NBDDevice) Latency() time.Duration { return d.c.Latency() }
+
 // Client is the underlying NBD client (state, URI, connections).
 func (d *NBDDevice) Client() *nbdclient.Client { return d.c }
 
