@@ -19,6 +19,7 @@ import (
 	"mdtool/internal/daemon"
 	"mdtool/internal/mdadm/member"
 	"mdtool/internal/mdadm/plan"
+	"mdtool/internal/nbdclient"
 	"mdtool/internal/serve/metrics"
 	"mdtool/ioctl"
 	"mdtool/superblock"
@@ -102,6 +103,7 @@ type serveOptions struct {
 	nbdMaxClients          int
 	nbdMaxMemory           string
 	nbdIdleTimeout         time.Duration
+	remoteTimeout          time.Duration // members on NBD servers
 	fuse, metrics          string
 	safeModeDelay          time.Duration
 	syncMin, syncMax       uint64
@@ -743,6 +745,9 @@ func matchOneOf(patterns, dev string) bool {
 // be opened O_EXCL, or an image file another mdtool command or daemon has
 // locked (ioctl.OpenMember's exclusive mode, released at once).
 func isBusy(d *asmDev) bool {
+	if nbdclient.IsURI(d.path) {
+		return false // nothing locks a remote export
+	}
 	f, err := ioctl.OpenMember(d.path, ioctl.OpenOptions{Exclusive: true})
 	if err != nil {
 		return true
@@ -1479,7 +1484,7 @@ func (as *assembler) launchConfig(mddev, name string, devs []*asmDev, order []in
 		SafeModeDelay: as.o.srv.safeModeDelay, SyncMinKBps: as.o.srv.syncMin, SyncMaxKBps: as.o.srv.syncMax,
 		NBDSocket: as.o.srv.nbdSocket, NBDListen: as.o.srv.nbdListen, FUSEDir: as.o.srv.fuse,
 		TLSCert: as.o.srv.tlsCert, TLSKey: as.o.srv.tlsKey, TLSCA: as.o.srv.tlsCA,
-		Metrics: as.reg, MetricsAddr: as.metricsAddr, WrapDevice: wrapMember,
+		Metrics: as.reg, MetricsAddr: as.metricsAddr, WrapDevice: wrapMember, RemoteTimeout: as.o.srv.remoteTimeout,
 		// The device name is an argument, never part of the format, and
 		// shown escaped (escName) like every name in a log line.
 		Logf: func(format string, a ...any) { log.Printf("%s: "+format, append([]any{escName(mddev)}, a...)...) },

@@ -449,7 +449,7 @@ func ask(env *Env, q string) bool {
 // signaturesOn lists what a device holds that create must not overwrite
 // without --force: md superblocks, filesystems, partition tables.
 func signaturesOn(m *member.Member) ([]string, error) {
-	sigs, err := sigprobe.Probe(m.File, int64(m.Geom.Size))
+	sigs, err := sigprobe.Probe(m, int64(m.Geom.Size))
 	if err != nil {
 		return nil, err
 	}

@@ -734,6 +734,8 @@ type detailJSONDevice struct {
 	RaidDevice *int     `json:"raid_device"`
 	State      []string `json:"state"`
 	Path       string   `json:"path,omitempty"`
+	// Remote: a member on an NBD server (Path its URI): its connection.
+	Remote *daemon.RemoteStatus `json:"remote,omitempty"`
 }
 
 type detailJSONExports struct {
@@ -802,6 +804,11 @@ func (d *detailView) json(dev string) *detailJSON {
 			continue
 		}
 		jd := detailJSONDevice{Major: disk.major, Minor: disk.minor, Path: disk.path, State: []string{}}
+		for _, m := range st.Members {
+			if m.Remote != nil && m.Path == disk.path && disk.path != "" {
+				jd.Remote = m.Remote
+			}
+		}
 		if disk.number >= 0 {
 			n := disk.number
 			jd.Number = &n

@@ -17,6 +17,7 @@ import (
 
 	"mdtool/bitmap"
 	"mdtool/internal/mdadm/member"
+	"mdtool/internal/nbdclient"
 	"mdtool/ioctl"
 	"mdtool/superblock"
 )
@@ -469,13 +470,20 @@ func probeDevice(path string) (*mdProbe, error) {
 	// ioctl.OpenMember: never blocks on a FIFO, refuses what is not a
 	// block device or a regular file, takes no lock (a served member can
 	// be examined).
-	f, err := ioctl.OpenMember(path, ioctl.OpenOptions{})
-	if err != nil {
-		return nil, &openError{path, err}
+	// A remote member (an NBD URI) has no such check; a server that
+	// cannot be reached is a device that cannot be opened.
+	if !nbdclient.IsURI(path) {
+		f, err := ioctl.OpenMember(path, ioctl.OpenOptions{})
+		if err != nil {
+			return nil, &openError{path, err}
+		}
+		f.Close()
 	}
-	f.Close()
 	p := &mdProbe{path: path}
 	m, err := member.Open(path, member.ReadOnly)
+	if nbdclient.IsURI(path) && err != nil {
+		return nil, &openError{path, err}
+	}
 	if err != nil {
 		// Opened, but no size: mdadm's get_dev_size fails and every
 		// metadata handler gives up.

@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"mdtool/internal/daemon"
+	"mdtool/internal/nbdclient"
 )
 
 const manageLong = `Change the members of a running array, as mdadm's manage mode does:
@@ -194,7 +195,7 @@ func runManage(env *Env, c *cobra.Command, args []string, runDir string) error {
 				return usagef("%s: an operation (--fail, --remove, --add, --re-add, --replace) must come before the devices", a)
 			}
 			abs := a
-			if (strings.Contains(a, "/") || isFile(a)) && !filepath.IsAbs(a) {
+			if (strings.Contains(a, "/") || isFile(a)) && !filepath.IsAbs(a) && !nbdclient.IsURI(a) {
 				if p, err := filepath.Abs(a); err == nil {
 					abs = p
 				}
@@ -371,7 +372,7 @@ func (m *manageRun) do(ops []*manageOp, i int) error {
 		return nil
 	}
 	if op.disp != dispWith {
-		if _, err := os.Stat(op.abs); err != nil && op.disp != dispRemove {
+		if _, err := os.Stat(op.abs); err != nil && op.disp != dispRemove && !nbdclient.IsURI(op.abs) {
 			m.errf("stat failed for %s: %s\n", op.dev, openReason(err))
 			return errAbort
 		}

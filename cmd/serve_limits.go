@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"mdtool/internal/mdadm/plan"
+	"mdtool/internal/nbdclient"
 	"mdtool/internal/serve/nbd"
 )
 
@@ -17,7 +18,8 @@ func addNBDLimitFlags(f *pflag.FlagSet, s *serveOptions) {
 	f.IntVar(&s.nbdMaxClients, "nbd-max-clients", nbd.DefaultMaxConns, "NBD connections served at once (unix socket and TCP together); more are closed at once")
 	f.StringVar(&s.nbdMaxMemory, "nbd-max-memory", "256M", "request data (read replies, write payloads) in flight over all NBD connections; requests wait beyond it")
 	f.DurationVar(&s.nbdIdleTimeout, "nbd-idle-timeout", nbd.DefaultIdleTimeout, "drop an NBD connection that neither sends requests nor takes its replies for this long (0: never, e.g. for a kernel nbd device)")
-	markConfigurable(f, "nbd-max-clients", "nbd-max-memory", "nbd-idle-timeout")
+	f.DurationVar(&s.remoteTimeout, "remote-timeout", nbdclient.DefaultTimeout, "fail a member on an NBD server (nbd://, nbds://, nbd+unix://) that leaves a request unanswered this long")
+	markConfigurable(f, "nbd-max-clients", "nbd-max-memory", "nbd-idle-timeout", "remote-timeout")
 }
 
 // nbdLimits checks the NBD limit flags: the connection count, the memory
@@ -29,6 +31,9 @@ func (s *serveOptions) nbdLimits() (int, int64, time.Duration, error) {
 	kib, err := plan.ParseSize(s.nbdMaxMemory)
 	if err != nil || kib < 1024 {
 		return 0, 0, 0, usagef("bad --nbd-max-memory %q: a size of at least 1M (K, M, G suffixes)", s.nbdMaxMemory)
+	}
+	if s.remoteTimeout <= 0 {
+		return 0, 0, 0, usagef("--remote-timeout must be positive")
 	}
 	idle := s.nbdIdleTimeout
 	switch {
@@ -80,7 +85,7 @@ func (s *serveOptions) plaintextWarning() string {
 // the assemble that create starts.
 func nbdLimitArgs(f *pflag.FlagSet) []string {
 	var args []string
-	for _, n := range []string{"nbd-max-clients", "nbd-max-memory", "nbd-idle-timeout"} {
+	for _, n := range []string{"nbd-max-clients", "nbd-max-memory", "nbd-idle-timeout", "remote-timeout"} {
 		if fl := f.Lookup(n); fl != nil && fl.Value.String() != fl.DefValue {
 			args = append(args, "--"+n+"="+fl.Value.String())
 		}

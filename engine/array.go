@@ -84,9 +84,10 @@ type member struct {
 	dataOff     int64 // bytes
 	newOff      int64 // bytes: data_offset + new_offset during a reshape (the new geometry's data)
 	lbs         int64
-	state       atomic.Uint32 // MemberState
-	recovery    atomic.Uint64 // member sectors valid while Recovering
-	pending     atomic.Int64  // reads in flight (raid1/10 read balancing)
+	state       atomic.Uint32   // MemberState
+	recovery    atomic.Uint64   // member sectors valid while Recovering
+	pending     atomic.Int64    // reads in flight (raid1/10 read balancing)
+	lat         LatencyReporter // the device's, if it reports its latency (read balancing)
 	corrected   atomic.Uint32
 	writeMostly bool
 	failFast    bool
@@ -274,7 +275,7 @@ func (a *Array) addMembers(as *assembly) {
 	mk := func(i, role int) *member {
 		ls := as.supers[i]
 		dev := a.devs[i]
-		m := &member{dev: dev, index: i, role: role, ls: ls, dataOff: int64(ls.sb.DataOffset) * 512,
+		m := &member{dev: dev, lat: latencyOf(dev), index: i, role: role, ls: ls, dataOff: int64(ls.sb.DataOffset) * 512,
 			newOff: int64(ls.sb.NewDataOffset()) * 512, lbs: int64(dev.Geometry().LogicalBlock), sbEvents: ls.sb.Events, memory: dev.Geometry().Memory,
 			savedRole: -1}
 		m.writeMostly = ls.sb.DevFlags&superblock.DevFlagWriteMostly != 0

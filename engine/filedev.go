@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -21,6 +22,11 @@ type FileOptions struct {
 	// Buffered turns O_DIRECT off for block devices. Regular files are
 	// always opened buffered (pread/pwrite + fdatasync).
 	Buffered bool
+	// RemoteTimeout is how long a member on an NBD server (an nbd://,
+	// nbds:// or nbd+unix:// URI) may leave a request unanswered before it
+	// is failed (0: nbdclient.DefaultTimeout). Exclusive does not apply
+	// to such members: nothing locks a remote export.
+	RemoteTimeout time.Duration
 }
 
 // FileDevice is an image file or a block device. Block devices are opened

@@ -3,6 +3,7 @@ package engine
 import (
 	"fmt"
 	"sync"
+	"time"
 
 	"mdtool/engine/layout"
 )
@@ -46,22 +47,42 @@ func (a *Array) unlockRegions(s, n uint64) {
 }
 
 // pickCopy chooses the copy to read [sector of l, +n) from: a readable
-// member, not write-mostly if possible, with the fewest reads in flight.
+// member, not write-mostly if possible, with the least expected wait: the
+// reads in flight plus this one, times the member's recent latency in
+// microseconds plus one (a member that reports no latency, a local disk,
+// counts 1: so local copies go before remote ones, and remote ones are
+// weighed by how fast their server answers).
 func (a *Array) pickCopy(locs []layout.Loc, n uint64, skip *member) int {
 	best := -1
-	var bestLoad int64
+	var bestCost int64
 	bestWM := true
 	for i, l := range locs {
 		m := a.roles[l.Role]
 		if m == skip || !m.readable(l.Sector, n) {
 			continue
 		}
-		load := m.pending.Load()
-		if best < 0 || (bestWM && !m.writeMostly) || (bestWM == m.writeMostly && load < bestLoad) {
-			best, bestLoad, bestWM = i, load, m.writeMostly
+		cost := m.pending.Load() + 1
+		if m.lat != nil {
+			cost *= m.lat.Latency().Microseconds() + 1
+		}
+		if best < 0 || (bestWM && !m.writeMostly) || (bestWM == m.writeMostly && cost < bestCost) {
+			best, bestCost, bestWM = i, cost, m.writeMostly
 		}
 	}
 	return best
+}
+
+// LatencyReporter is implemented by devices that know their recent
+// latency (members on NBD servers); raid1 and raid10 reads prefer the
+// copy with the least expected wait (pickCopy).
+type LatencyReporter interface {
+	Latency() time.Duration
+}
+
+// latencyOf is dev's LatencyReporter, or nil.
+func latencyOf(dev Device) LatencyReporter {
+	lr, _ := dev.(LatencyReporter)
+	return lr
 }
 
 func (mp *mappedPers) read(p []byte, sector uint64) error {

@@ -252,7 +252,7 @@ func (a *Array) prepareAdd(dev Device, opts AddOptions) (*member, error) {
 		}
 	}
 	ls := &loadedSuper{minor: minor, offset: sb.SuperOffset, raw: raw, sb: &sb}
-	m := &member{dev: dev, role: -1, ls: ls, dataOff: int64(sb.DataOffset) * 512, sbEvents: sb.Events, savedRole: -1}
+	m := &member{dev: dev, lat: latencyOf(dev), role: -1, ls: ls, dataOff: int64(sb.DataOffset) * 512, sbEvents: sb.Events, savedRole: -1}
 	return m, nil
 }
 
@@ -310,7 +310,7 @@ func (a *Array) prepareReAdd(dev Device) (*member, error) {
 			return nil, fmt.Errorf("%w: device %d of the array has the same slot", ErrBusy, o.index)
 		}
 	}
-	m := &member{dev: dev, role: -1, ls: ls, dataOff: int64(sb.DataOffset) * 512, sbEvents: sb.Events, savedRole: int(role)}
+	m := &member{dev: dev, lat: latencyOf(dev), role: -1, ls: ls, dataOff: int64(sb.DataOffset) * 512, sbEvents: sb.Events, savedRole: int(role)}
 	m.corrected.Store(sb.CntCorrectedRead)
 	return m, nil
 }

@@ -233,6 +233,18 @@ type MemberStatus struct {
 	FailFast       bool   `json:"fail_fast,omitempty"`
 	Events         uint64 `json:"events"`
 	RecoveryOffset uint64 `json:"recovery_offset,omitempty"`
+	// Remote describes a member on an NBD server (Path is its URI).
+	Remote *RemoteStatus `json:"remote,omitempty"`
+}
+
+// RemoteStatus is the connection of a member on an NBD server.
+type RemoteStatus struct {
+	// State: connected, or lost (the connection broke or timed out; the
+	// member is failed).
+	State     string `json:"state"`
+	Error     string `json:"error,omitempty"`
+	Conns     int    `json:"connections"`
+	LatencyUS int64  `json:"latency_us"` // recent reply time (moving average)
 }
 
 // Handler executes control requests.

@@ -3,7 +3,6 @@ package daemon
 import (
 	"crypto/tls"
 	"fmt"
-	"path/filepath"
 	"time"
 
 	"mdtool/engine"
@@ -57,6 +56,9 @@ type LaunchConfig struct {
 	// WrapDevice, if set, wraps each member Launch opens and each device
 	// manage adds (e.g. fault injection in tests).
 	WrapDevice func(path string, d engine.Device) (engine.Device, error)
+	// RemoteTimeout: how long a member on an NBD server may leave a
+	// request unanswered before it is failed (0: the client's default).
+	RemoteTimeout time.Duration
 	// Added, if set, is called after member i is opened.
 	Added func(i int)
 	// Logf receives the service's log lines, EngineLogf the engine's.
@@ -148,7 +150,7 @@ func openLaunchMembers(lc *LaunchConfig) ([]engine.Device, []MemberSpec, error) 
 		return nil, nil, err
 	}
 	for i, m := range lc.Members {
-		fd, err := engine.OpenFile(m.Path, engine.FileOptions{ReadOnly: lc.ReadOnly, Exclusive: true})
+		fd, err := engine.OpenMember(m.Path, engine.FileOptions{ReadOnly: lc.ReadOnly, Exclusive: true, RemoteTimeout: lc.RemoteTimeout})
 		if err != nil {
 			return fail(&MemberOpenError{Path: m.Path, Err: err})
 		}
@@ -160,10 +162,7 @@ func openLaunchMembers(lc *LaunchConfig) ([]engine.Device, []MemberSpec, error) 
 			}
 		}
 		edevs = append(edevs, ed)
-		abs, err := filepath.Abs(m.Path)
-		if err != nil {
-			abs = m.Path
-		}
+		abs := MemberPath(m.Path)
 		spec := MemberSpec{Path: abs, Dev: fd, Block: m.Block, SBOffset: m.SBOffset,
 			DevNumber: m.DevNumber, FailFast: m.FailFast}
 		if m.Block {
@@ -204,5 +203,5 @@ func launchServiceConfig(lc *LaunchConfig, arr *engine.Array, specs []MemberSpec
 		NBDMaxConns: lc.NBDMaxConns, NBDMaxBytes: lc.NBDMaxBytes, NBDIdleTimeout: lc.NBDIdleTimeout,
 		Metrics: ma, MetricsAddr: lc.MetricsAddr,
 		SyncLimits: engine.SyncLimits{MinKBps: lc.SyncMinKBps, MaxKBps: lc.SyncMaxKBps},
-		WrapDevice: lc.WrapDevice, Logf: lc.Logf}
+		WrapDevice: lc.WrapDevice, RemoteTimeout: lc.RemoteTimeout, Logf: lc.Logf}
 }

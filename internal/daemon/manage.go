@@ -16,6 +16,7 @@ import (
 	"mdtool/internal/mdadm/member"
 	"mdtool/internal/mdadm/plan"
 	"mdtool/internal/mdadm/probe"
+	"mdtool/internal/nbdclient"
 	"mdtool/ioctl"
 	"mdtool/superblock"
 )
@@ -164,22 +165,21 @@ func (s *Service) remove(device string) error {
 
 // openMember opens path for the array as assemble opens members:
 // exclusively (O_EXCL for block devices, an flock for image files).
-func (s *Service) openMember(path string) (*engine.FileDevice, engine.Device, MemberSpec, error) {
-	abs, err := filepath.Abs(path)
-	if err != nil {
-		abs = path
-	}
+func (s *Service) openMember(path string) (engine.Device, engine.Device, MemberSpec, error) {
+	abs := MemberPath(path)
 	spec := MemberSpec{Path: abs}
-	fd, err := engine.OpenFile(abs, engine.FileOptions{Exclusive: true})
+	fd, err := engine.OpenMember(abs, engine.FileOptions{Exclusive: true, RemoteTimeout: s.cfg.RemoteTimeout})
 	if err != nil {
 		return nil, nil, spec, Errorf(CodeOpen, "%s", openReason(err))
 	}
-	fi, err := fd.File().Stat()
-	if err != nil {
-		fd.Close()
-		return nil, nil, spec, Errorf(CodeOpen, "%s", openReason(err))
+	var fi os.FileInfo
+	if f, ok := fd.(*engine.FileDevice); ok {
+		if fi, err = f.File().Stat(); err != nil {
+			fd.Close()
+			return nil, nil, spec, Errorf(CodeOpen, "%s", openReason(err))
+		}
 	}
-	if fi.Mode()&os.ModeDevice != 0 && fi.Mode()&os.ModeCharDevice == 0 {
+	if fi != nil && fi.Mode()&os.ModeDevice != 0 && fi.Mode()&os.ModeCharDevice == 0 {
 		spec.Block = true
 		if rdev, ok := rdevOf(fi); ok {
 			spec.Major, spec.Minor = rdev[0], rdev[1]
@@ -557,4 +557,16 @@ func (r alignedReader) ReadAt(p []byte, off int64) (int, error) {
 		return c, err
 	}
 	return c, nil
+}
+
+// MemberPath is the absolute path of a member given as a path, or the URI
+// of a remote one (an NBD URI is not a path).
+func MemberPath(p string) string {
+	if nbdclient.IsURI(p) {
+		return p
+	}
+	if abs, err := filepath.Abs(p); err == nil {
+		return abs
+	}
+	return p
 }

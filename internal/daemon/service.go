@@ -14,6 +14,7 @@ import (
 
 	"mdtool/engine"
 	"mdtool/engine/layout"
+	"mdtool/internal/nbdclient"
 	"mdtool/internal/serve/fuseexport"
 	"mdtool/internal/serve/metrics"
 	"mdtool/internal/serve/nbd"
@@ -67,6 +68,8 @@ type Config struct {
 	// WrapDevice, if set, wraps a device that manage adds (as assemble
 	// wraps the members it opens), e.g. for fault injection in tests.
 	WrapDevice func(path string, d engine.Device) (engine.Device, error)
+	// RemoteTimeout: as LaunchConfig's, for members added later.
+	RemoteTimeout time.Duration
 	// SyncLimits, if not zero, are set on the array at Start
 	// (sync_speed_min/max).
 	SyncLimits engine.SyncLimits
@@ -415,6 +418,7 @@ func (s *Service) Status() (*Status, error) {
 			spec := &s.cfg.Members[mi.Device]
 			ms.Path, ms.Block, ms.Major, ms.Minor, ms.DevNumber = spec.Path, spec.Block, spec.Major, spec.Minor, spec.DevNumber
 			ms.FailFast = spec.FailFast
+			ms.Remote = remoteStatus(spec.Dev)
 			if mi.State == engine.InSync {
 				if ref == nil {
 					ref = spec
@@ -500,6 +504,9 @@ func (s *Service) findMember(device string) int {
 		if err != nil {
 			continue
 		}
+		if nbdclient.IsURI(m.Path) {
+			continue
+		}
 		mf, err := os.Stat(m.Path)
 		if err == nil && os.SameFile(fi, mf) {
 			return i
@@ -511,4 +518,18 @@ func (s *Service) findMember(device string) int {
 		}
 	}
 	return -1
+}
+
+// remoteStatus describes dev's connection when it is on an NBD server.
+func remoteStatus(dev engine.Device) *RemoteStatus {
+	nd, ok := dev.(*engine.NBDDevice)
+	if !ok {
+		return nil
+	}
+	c := nd.Client()
+	rs := &RemoteStatus{State: "connected", Conns: c.Conns(), LatencyUS: c.Latency().Microseconds()}
+	if err := c.Err(); err != nil {
+		rs.State, rs.Error = "lost", err.Error()
+	}
+	return rs
 }

@@ -32,6 +32,7 @@ var rooms = []room{
 	{pattern: "engine/layout", rank: 1},
 	{pattern: "engine/parity", rank: 1},
 	{pattern: "engine/wib", rank: 2},
+	{pattern: "internal/nbdclient", rank: 2},
 	{pattern: "engine", rank: 3},
 	{pattern: "internal/mdadm/...", rank: 3},
 	{pattern: "internal/serve/...", rank: 4},

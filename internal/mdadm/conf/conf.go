@@ -23,6 +23,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"mdtool/internal/mdadm/plan"
+	"mdtool/internal/nbdclient"
 	"mdtool/superblock"
 )
 
@@ -420,7 +421,7 @@ func (conf *Conf) warn(k WarningKind, words ...string) {
 
 func (conf *Conf) deviceLine(args []string) {
 	for _, w := range args {
-		if strings.HasPrefix(w, "/") || strings.EqualFold(w, "partitions") || strings.EqualFold(w, "containers") {
+		if strings.HasPrefix(w, "/") || nbdclient.IsURI(w) || strings.EqualFold(w, "partitions") || strings.EqualFold(w, "containers") {
 			conf.Devices = append(conf.Devices, w)
 		} else {
 			// mdadm 4.2's spelling.
@@ -777,6 +778,8 @@ func (conf *Conf) DeviceList() []string {
 		case strings.EqualFold(w, "partitions"):
 			list = append(list, loadPartitions()...)
 		case strings.EqualFold(w, "containers"):
+		case nbdclient.IsURI(w):
+			globbed = append(globbed, w) // a member on an NBD server: not a pattern
 		default:
 			m, _ := filepath.Glob(w)
 			sort.Strings(m)

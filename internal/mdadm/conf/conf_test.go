@@ -276,6 +276,8 @@ func TestDeviceList(t *testing.T) {
 		{"glob and partitions", []string{"partitions", j("vd*")}, []string{j("vdb"), j("vda"), "254:0", j("sdb"), j("sda")}},
 		{"containers only", []string{"containers"}, nil},
 		{"no match", []string{j("nothing*")}, nil},
+		// NBD URIs are members on servers, not patterns ('?' included).
+		{"uris", []string{"nbd://h1/x", "nbd+unix:///?socket=/s", j("vd?")}, []string{"nbd://h1/x", "nbd+unix:///?socket=/s", j("vdb"), j("vda")}},
 	} {
 		got := (&Conf{Devices: c.devices}).DeviceList()
 		if len(got) == 0 && len(c.want) == 0 {
@@ -366,5 +368,18 @@ func TestMapDevFromDev(t *testing.T) {
 	}
 	if got := MapDev(4095, 1048575); got != "" {
 		t.Errorf("MapDev(unused numbers) = %q", got)
+	}
+}
+
+// DEVICE lines may name members on NBD servers by URI.
+func TestDeviceLineURIs(t *testing.T) {
+	var c Conf
+	c.Parse("mdadm.conf", strings.NewReader("DEVICE /dev/sd* nbd://node1/disk0 nbds+unix:///?socket=/run/s&tls-certificates=/etc/x\nDEVICE http://x/y\n"))
+	want := []string{"/dev/sd*", "nbd://node1/disk0", "nbds+unix:///?socket=/run/s&tls-certificates=/etc/x"}
+	if !reflect.DeepEqual(c.Devices, want) {
+		t.Errorf("Devices = %q, want %q", c.Devices, want)
+	}
+	if len(c.Warnings) != 1 || c.Warnings[0].Kind != DeviceLineWord || c.Warnings[0].Word != "http://x/y" {
+		t.Errorf("warnings %+v: want one for http://x/y", c.Warnings)
 	}
 }

@@ -4,22 +4,45 @@
 package member
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
 	"os"
+	"time"
 
 	"mdtool/bitmap"
+	"mdtool/internal/nbdclient"
 	"mdtool/ioctl"
 	"mdtool/superblock"
 )
 
-// Member is one opened member device or image file.
+// Member is one opened member device or image file, or an export on an
+// NBD server (Path an nbd://, nbds:// or nbd+unix:// URI; File nil).
 type Member struct {
 	Path string
-	File *os.File
+	File *os.File // nil for a remote member
 	Geom ioctl.Geometry
+	rw   store
 }
+
+// store is what metadata I/O needs: the file, or the NBD client.
+type store interface {
+	io.ReaderAt
+	io.WriterAt
+	Close() error
+}
+
+// remote is an NBD client as a store: Sync is its Flush.
+type remote struct{ *nbdclient.Client }
+
+func (r remote) Sync() error { return r.Flush() }
+
+// Remote reports whether the member is on an NBD server.
+func (m *Member) Remote() bool { return m.File == nil }
+
+// DialTimeout bounds connecting to a remote member's server.
+const DialTimeout = 30 * time.Second
 
 // Mode says how a member is opened.
 type Mode int
@@ -34,6 +57,9 @@ const (
 // never blocks on a FIFO and refuses anything that is not a block device
 // or a regular file.
 func Open(path string, mode Mode) (*Member, error) {
+	if nbdclient.IsURI(path) {
+		return openRemote(path)
+	}
 	var o ioctl.OpenOptions
 	switch mode {
 	case Exclusive:
@@ -50,11 +76,29 @@ func Open(path string, mode Mode) (*Member, error) {
 		f.Close()
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
-	return &Member{Path: path, File: f, Geom: g}, nil
+	return &Member{Path: path, File: f, Geom: g, rw: f}, nil
+}
+
+// openRemote connects to the export a URI names. Exclusive mode takes no
+// lock: nothing locks a remote export.
+func openRemote(uri string) (*Member, error) {
+	u, err := nbdclient.ParseURI(uri)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), DialTimeout)
+	defer cancel()
+	c, err := nbdclient.Dial(ctx, u, nbdclient.Options{})
+	if err != nil {
+		return nil, err
+	}
+	min, pref, _ := c.BlockSizes()
+	g := ioctl.Geometry{Size: uint64(c.Size()), LogicalBlockSize: max(min, 512), PhysicalBlockSize: max(pref, min, 512)}
+	return &Member{Path: uri, Geom: g, rw: remote{c}}, nil
 }
 
 // Close closes the member.
-func (m *Member) Close() error { return m.File.Close() }
+func (m *Member) Close() error { return m.rw.Close() }
 
 // Sectors is the member size in 512-byte sectors.
 func (m *Member) Sectors() uint64 { return m.Geom.Size >> 9 }
@@ -62,7 +106,7 @@ func (m *Member) Sectors() uint64 { return m.Geom.Size >> 9 }
 // ReadAt reads len(p) bytes at byte offset off. Short reads past the end
 // of the member are an error.
 func (m *Member) ReadAt(p []byte, off int64) (int, error) {
-	n, err := m.File.ReadAt(p, off)
+	n, err := m.rw.ReadAt(p, off)
 	if err == io.EOF && n == len(p) {
 		err = nil
 	}
@@ -159,11 +203,11 @@ func (m *Member) WriteAll(ws []Write) error {
 			copy(buf[off-start:], data)
 			off, data = start, buf
 		}
-		if _, err := m.File.WriteAt(data, off); err != nil {
+		if _, err := m.rw.WriteAt(data, off); err != nil {
 			return fmt.Errorf("%s: write at %d: %w", m.Path, off, err)
 		}
 	}
-	if err := m.File.Sync(); err != nil {
+	if err := m.sync(); err != nil {
 		return fmt.Errorf("%s: sync: %w", m.Path, err)
 	}
 	return nil
@@ -205,4 +249,29 @@ func (m *Member) EraseSuperblocks() (int, error) {
 			return n, err
 		}
 	}
+}
+
+// sync makes the writes durable (fsync, or an NBD flush).
+func (m *Member) sync() error {
+	if m.File != nil {
+		return m.File.Sync()
+	}
+	return m.rw.(remote).Sync()
+}
+
+// ReadAt reads like a file: a read that reaches past the end of the
+// export returns what is there and io.EOF.
+func (r remote) ReadAt(p []byte, off int64) (int, error) {
+	size := r.Size()
+	if off >= size {
+		return 0, io.EOF
+	}
+	if rest := size - off; int64(len(p)) > rest {
+		n, err := r.Client.ReadAt(p[:rest], off)
+		if err == nil {
+			err = io.EOF
+		}
+		return n, err
+	}
+	return r.Client.ReadAt(p, off)
 }

@@ -1,0 +1,5 @@
+package nbdclient
+
+import "syscall"
+
+var errEIO = syscall.EIO
