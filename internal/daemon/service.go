@@ -333,6 +333,7 @@ func (s *Service) updateMetrics() {
 		m.SetState(metrics.StateActive)
 	}
 	m.SetMembers(a.Geometry().RaidDisks(), a.Degraded())
+	m.SetRemote(s.remoteMetrics())
 	ss := a.SyncStatus()
 	act := metrics.SyncAction(ss.Action)
 	if act == "" {
@@ -532,4 +533,22 @@ func remoteStatus(dev engine.Device) *RemoteStatus {
 		rs.State, rs.Error = "lost", err.Error()
 	}
 	return rs
+}
+
+// remoteMetrics lists the members on NBD servers that are still in the
+// array, for the metrics.
+func (s *Service) remoteMetrics() []metrics.RemoteMember {
+	s.memMu.RLock()
+	defer s.memMu.RUnlock()
+	var out []metrics.RemoteMember
+	for i, m := range s.cfg.Members {
+		if s.removed[i] {
+			continue
+		}
+		if rs := remoteStatus(m.Dev); rs != nil {
+			out = append(out, metrics.RemoteMember{URI: m.Path, Connected: rs.State == "connected",
+				Latency: time.Duration(rs.LatencyUS) * time.Microsecond})
+		}
+	}
+	return out
 }

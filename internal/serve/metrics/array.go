@@ -38,6 +38,12 @@ const (
 	// DegradedMembers is the number of missing or faulty members (md
 	// "degraded"; gauge; label array).
 	DegradedMembers = "mdtool_array_degraded_members"
+	// RemoteConnected is 1 while a member on an NBD server (label member:
+	// its URI) is connected, 0 once its connection is lost (gauge).
+	RemoteConnected = "mdtool_member_remote_connected"
+	// RemoteLatency is a member's server's recent reply time in seconds
+	// (moving average; gauge; label member).
+	RemoteLatency = "mdtool_member_remote_latency_seconds"
 
 	// SyncActionName is md's sync_action: 1 for the running action, 0 for the
 	// others (gauge; labels array, action; values of SyncActions).
@@ -163,6 +169,9 @@ type Array struct {
 	now                            func() time.Time
 
 	d descs
+
+	remoteMu sync.Mutex
+	remote   []RemoteMember
 }
 
 // descs are the descriptors of one array's families (label array constant).
@@ -172,6 +181,14 @@ type descs struct {
 	state, raidDisks, degraded     *prometheus.Desc
 	syncAction, syncDone           *prometheus.Desc
 	syncTotal, syncSpeed, mismatch *prometheus.Desc
+	remoteConn, remoteLat          *prometheus.Desc
+}
+
+// RemoteMember is the connection of a member on an NBD server.
+type RemoteMember struct {
+	URI       string
+	Connected bool
+	Latency   time.Duration
 }
 
 type syncMark struct {
@@ -227,6 +244,8 @@ func NewArray(reg *Registry, name string) *Array {
 		syncTotal:  d(SyncTotal, "Sync progress: sectors to do (md sync_completed)."),
 		syncSpeed:  d(SyncSpeed, "Sync speed in bytes per second (md sync_speed)."),
 		mismatch:   d(SyncMismatches, "Sectors found inconsistent by the last check or repair (md mismatch_cnt)."),
+		remoteConn: d(RemoteConnected, "1 while the member's NBD server is connected, 0 once the connection is lost.", "member"),
+		remoteLat:  d(RemoteLatency, "Recent reply time of the member's NBD server in seconds (moving average).", "member"),
 	}
 	return reg.add(a)
 }
@@ -236,7 +255,7 @@ func (a *Array) Describe(ch chan<- *prometheus.Desc) {
 	d := &a.d
 	for _, x := range []*prometheus.Desc{d.ops, d.bytes, d.errs, d.lat, d.bmFlushes, d.bmBytes,
 		d.bmDirty, d.state, d.raidDisks, d.degraded, d.syncAction, d.syncDone, d.syncTotal,
-		d.syncSpeed, d.mismatch} {
+		d.syncSpeed, d.mismatch, d.remoteConn, d.remoteLat} {
 		ch <- x
 	}
 }
@@ -262,6 +281,23 @@ func (a *Array) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(d.syncTotal, prometheus.GaugeValue, a.syncTotal.Value())
 	ch <- prometheus.MustNewConstMetric(d.syncSpeed, prometheus.GaugeValue, a.syncSpeed.Value())
 	ch <- prometheus.MustNewConstMetric(d.mismatch, prometheus.GaugeValue, a.mismatches.Value())
+	a.remoteMu.Lock()
+	defer a.remoteMu.Unlock()
+	for _, r := range a.remote {
+		c := 0.0
+		if r.Connected {
+			c = 1
+		}
+		ch <- prometheus.MustNewConstMetric(d.remoteConn, prometheus.GaugeValue, c, r.URI)
+		ch <- prometheus.MustNewConstMetric(d.remoteLat, prometheus.GaugeValue, r.Latency.Seconds(), r.URI)
+	}
+}
+
+// SetRemote records the members on NBD servers (none: no series).
+func (a *Array) SetRemote(rs []RemoteMember) {
+	a.remoteMu.Lock()
+	a.remote = append(a.remote[:0], rs...)
+	a.remoteMu.Unlock()
 }
 
 func constHistogram(d *prometheus.Desc, h *histogram, labels ...string) prometheus.Metric {

@@ -512,3 +512,35 @@ func BenchmarkScrape(b *testing.B) {
 		buf = r.AppendText(buf[:0])
 	}
 }
+
+// Members on NBD servers get a connected gauge and a latency gauge each,
+// labelled with their URI; arrays without them get no such series.
+func TestRemoteMemberSeries(t *testing.T) {
+	r := NewRegistry()
+	a := NewArray(r, "md0")
+	NewArray(r, "md1")
+	a.SetRemote([]RemoteMember{
+		{URI: "nbd://node1/d0", Connected: true, Latency: 1500 * time.Microsecond},
+		{URI: "nbd://node2/d1", Connected: false},
+	})
+	fams := gather(t, r)
+	for _, c := range []struct {
+		name, member string
+		want         float64
+	}{
+		{RemoteConnected, "nbd://node1/d0", 1},
+		{RemoteConnected, "nbd://node2/d1", 0},
+		{RemoteLatency, "nbd://node1/d0", 0.0015},
+	} {
+		if got, ok := value(fams, c.name, map[string]string{"array": "md0", "member": c.member}); !ok || got != c.want {
+			t.Errorf("%s{member=%s} = %v (found %v), want %v", c.name, c.member, got, ok, c.want)
+		}
+	}
+	if n := len(fams[RemoteConnected].GetMetric()); n != 2 {
+		t.Errorf("%d %s series, want 2 (md1 has no remote members)", n, RemoteConnected)
+	}
+	a.SetRemote(nil)
+	if _, ok := gather(t, r)[RemoteConnected]; ok {
+		t.Error("series left after the remote members went away")
+	}
+}
