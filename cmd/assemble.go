@@ -104,6 +104,7 @@ type serveOptions struct {
 	nbdMaxMemory           string
 	nbdIdleTimeout         time.Duration
 	remoteTimeout          time.Duration // members on NBD servers
+	remoteReAdd            time.Duration // automatic re-add of those (0: off)
 	fuse, metrics          string
 	safeModeDelay          time.Duration
 	syncMin, syncMax       uint64
@@ -1484,7 +1485,7 @@ func (as *assembler) launchConfig(mddev, name string, devs []*asmDev, order []in
 		SafeModeDelay: as.o.srv.safeModeDelay, SyncMinKBps: as.o.srv.syncMin, SyncMaxKBps: as.o.srv.syncMax,
 		NBDSocket: as.o.srv.nbdSocket, NBDListen: as.o.srv.nbdListen, FUSEDir: as.o.srv.fuse,
 		TLSCert: as.o.srv.tlsCert, TLSKey: as.o.srv.tlsKey, TLSCA: as.o.srv.tlsCA,
-		Metrics: as.reg, MetricsAddr: as.metricsAddr, WrapDevice: wrapMember, RemoteTimeout: as.o.srv.remoteTimeout,
+		Metrics: as.reg, MetricsAddr: as.metricsAddr, WrapDevice: wrapMember, RemoteTimeout: as.o.srv.remoteTimeout, RemoteReAdd: as.o.srv.remoteReAdd,
 		// The device name is an argument, never part of the format, and
 		// shown escaped (escName) like every name in a log line.
 		Logf: func(format string, a ...any) { log.Printf("%s: "+format, append([]any{escName(mddev)}, a...)...) },

@@ -421,3 +421,48 @@ func TestRemoteMembersTLS(t *testing.T) {
 	}
 	s.stop()
 }
+
+// TestRemoteReAddAutomatic: with --remote-readd, a member whose server
+// went away is re-added by the daemon once the server answers again, with
+// a bitmap-guided recovery; without it nothing happens by itself.
+func TestRemoteReAddAutomatic(t *testing.T) {
+	dir := t.TempDir()
+	md := "/dev/md/autor1"
+	var srvs []*nbdkit.Server
+	var us []string
+	for i := 0; i < 2; i++ {
+		img := sparse(t, dir, fmt.Sprintf("auto-r%d.img", i), 32<<20)
+		s := nbdkit.Start(t, "file", img)
+		srvs = append(srvs, s)
+		us = append(us, s.URI("nbd+unix"))
+	}
+	args := append([]string{"create", md, "--run", "--homehost=testhost", "--start=false", "--assume-clean", "-l1", "-n2",
+		"--bitmap=internal", "--bitmap-chunk=1M"}, us...)
+	if code, _, errs := mdtool(t, args...); code != 0 {
+		t.Fatalf("create: exit %d: %s", code, errs)
+	}
+	runDir := filepath.Join(dir, "run")
+	s := serve(t, runDir, md, append([]string{"--remote-timeout=2s", "--remote-readd=100ms"}, us...)...)
+	nbdWrite(t, s.nbdURI(), 1<<20)
+	srvs[1].Stop()
+	data := nbdWrite(t, s.nbdURI(), 2<<20)
+	waitFaulty(t, runDir, s.name, us[1])
+	srvs[1].Restart(t)
+	sy := waitHealthy(t, runDir, md)
+	if sy["last_action"] != "recover" {
+		t.Errorf("after the server came back: %v", sy)
+	}
+	if st, err := queryStatus(runDir, s.name); err != nil || st.Degraded != 0 || len(st.Members) != 2 || st.Members[1].Path != us[1] || st.Members[1].State != "in_sync" {
+		t.Errorf("after the automatic re-add: %+v %v", st, err)
+	}
+	if got := nbdRead(t, s.nbdURI(), len(data)); string(got) != string(data) {
+		t.Fatal("data differs after the automatic re-add")
+	}
+	if code, _, errs := mdtool(t, "action", "check", md, "--run-dir", runDir); code != 0 {
+		t.Fatalf("check: %d %s", code, errs)
+	}
+	if sy = waitHealthy(t, runDir, md); sy["last_action"] != "check" || sy["mismatch_cnt"].(float64) != 0 {
+		t.Errorf("check: %v", sy)
+	}
+	s.stop()
+}

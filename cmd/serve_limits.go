@@ -19,7 +19,8 @@ func addNBDLimitFlags(f *pflag.FlagSet, s *serveOptions) {
 	f.StringVar(&s.nbdMaxMemory, "nbd-max-memory", "256M", "request data (read replies, write payloads) in flight over all NBD connections; requests wait beyond it")
 	f.DurationVar(&s.nbdIdleTimeout, "nbd-idle-timeout", nbd.DefaultIdleTimeout, "drop an NBD connection that neither sends requests nor takes its replies for this long (0: never, e.g. for a kernel nbd device)")
 	f.DurationVar(&s.remoteTimeout, "remote-timeout", nbdclient.DefaultTimeout, "fail a member on an NBD server (nbd://, nbds://, nbd+unix://) that leaves a request unanswered this long")
-	markConfigurable(f, "nbd-max-clients", "nbd-max-memory", "nbd-idle-timeout", "remote-timeout")
+	f.DurationVar(&s.remoteReAdd, "remote-readd", 0, "re-add a failed member on an NBD server automatically once its server answers again, trying this often (0: never; --re-add by hand)")
+	markConfigurable(f, "nbd-max-clients", "nbd-max-memory", "nbd-idle-timeout", "remote-timeout", "remote-readd")
 }
 
 // nbdLimits checks the NBD limit flags: the connection count, the memory
@@ -34,6 +35,9 @@ func (s *serveOptions) nbdLimits() (int, int64, time.Duration, error) {
 	}
 	if s.remoteTimeout <= 0 {
 		return 0, 0, 0, usagef("--remote-timeout must be positive")
+	}
+	if s.remoteReAdd < 0 {
+		return 0, 0, 0, usagef("--remote-readd must not be negative")
 	}
 	idle := s.nbdIdleTimeout
 	switch {
@@ -85,7 +89,7 @@ func (s *serveOptions) plaintextWarning() string {
 // the assemble that create starts.
 func nbdLimitArgs(f *pflag.FlagSet) []string {
 	var args []string
-	for _, n := range []string{"nbd-max-clients", "nbd-max-memory", "nbd-idle-timeout", "remote-timeout"} {
+	for _, n := range []string{"nbd-max-clients", "nbd-max-memory", "nbd-idle-timeout", "remote-timeout", "remote-readd"} {
 		if fl := f.Lookup(n); fl != nil && fl.Value.String() != fl.DefValue {
 			args = append(args, "--"+n+"="+fl.Value.String())
 		}

@@ -59,6 +59,8 @@ type LaunchConfig struct {
 	// RemoteTimeout: how long a member on an NBD server may leave a
 	// request unanswered before it is failed (0: the client's default).
 	RemoteTimeout time.Duration
+	// RemoteReAdd: see Config.
+	RemoteReAdd time.Duration
 	// Added, if set, is called after member i is opened.
 	Added func(i int)
 	// Logf receives the service's log lines, EngineLogf the engine's.
@@ -203,5 +205,5 @@ func launchServiceConfig(lc *LaunchConfig, arr *engine.Array, specs []MemberSpec
 		NBDMaxConns: lc.NBDMaxConns, NBDMaxBytes: lc.NBDMaxBytes, NBDIdleTimeout: lc.NBDIdleTimeout,
 		Metrics: ma, MetricsAddr: lc.MetricsAddr,
 		SyncLimits: engine.SyncLimits{MinKBps: lc.SyncMinKBps, MaxKBps: lc.SyncMaxKBps},
-		WrapDevice: lc.WrapDevice, RemoteTimeout: lc.RemoteTimeout, Logf: lc.Logf}
+		WrapDevice: lc.WrapDevice, RemoteTimeout: lc.RemoteTimeout, RemoteReAdd: lc.RemoteReAdd, Logf: lc.Logf}
 }

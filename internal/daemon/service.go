@@ -70,6 +70,9 @@ type Config struct {
 	WrapDevice func(path string, d engine.Device) (engine.Device, error)
 	// RemoteTimeout: as LaunchConfig's, for members added later.
 	RemoteTimeout time.Duration
+	// RemoteReAdd > 0 re-adds faulty members on NBD servers automatically
+	// once their server answers again, trying every RemoteReAdd.
+	RemoteReAdd time.Duration
 	// SyncLimits, if not zero, are set on the array at Start
 	// (sync_speed_min/max).
 	SyncLimits engine.SyncLimits
@@ -172,6 +175,9 @@ func Start(cfg Config) (*Service, error) {
 		return nil, fmt.Errorf("control socket %s: %w", p.Control(), err)
 	}
 	go s.metricsLoop()
+	if cfg.RemoteReAdd > 0 {
+		go s.remoteReAddLoop(cfg.RemoteReAdd)
+	}
 	return s, nil
 }
 
