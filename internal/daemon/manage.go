@@ -41,6 +41,8 @@ func (s *Service) Manage(req Request) (*Response, error) {
 		return s.replace(req)
 	case OpAction:
 		return nil, s.action(req.Action)
+	case OpGrowBitmap:
+		return nil, s.growBitmap(req)
 	case OpSyncLimits:
 		l := s.cfg.Array.SyncLimitsOf()
 		if req.SpeedMin != nil {
