@@ -387,3 +387,46 @@ func TestGrowBitmapKernelMade(t *testing.T) {
 		})
 	}
 }
+
+// TestGrowBitmapRefusals: mdadm 4.2's words and exit statuses for what
+// --grow --bitmap refuses (mdadm.c's option checks, Grow_addbitmap), and
+// mdadm's own form (--grow MD -b internal) of a change that works.
+func TestGrowBitmapRefusals(t *testing.T) {
+	dir := t.TempDir()
+	runDir := filepath.Join(dir, "run")
+	r0 := mkArray(t, dir, "/dev/md/gr0", 2, 8<<20, "-l0", "-n2")
+	s0 := serve(t, runDir, "/dev/md/gr0", r0...)
+	r1 := mkArray(t, dir, "/dev/md/gr1", 2, 8<<20, "-l1", "-n2", "--assume-clean")
+	s1 := serve(t, runDir, "/dev/md/gr1", r1...)
+	for _, c := range []struct {
+		args []string
+		code int
+		err  string
+	}{
+		{[]string{"grow", "/dev/md/gr1", "--bitmap=foo"}, 2,
+			"mdtool: bitmap file must contain a '/', or be 'internal', or be 'clustered', or 'none'\n       not 'foo'\n"},
+		{[]string{"grow", "/dev/md/gr1", "--bitmap=internal", "--bitmap-chunk=3K"}, 2, "mdtool: invalid bitmap chunksize: 3K\n"},
+		{[]string{"grow", "/dev/md/gr1", "--bitmap=internal", "--size=max"}, 1,
+			"mdtool: --bitmap changes cannot be used with other geometry changes in --grow mode\n"},
+		{[]string{"grow", "/dev/md/gr1", "--bitmap=internal", r0[0]}, 1,
+			"mdtool: --add cannot be used with other geometry changes in --grow mode\n"},
+		{[]string{"grow", "/dev/md/gr0", "--bitmap=internal"}, 1, "mdtool: Bitmaps not meaningful with level raid0\n"},
+		{[]string{"grow", "/dev/md/gr0", "--bitmap=none"}, 1, "mdtool: no bitmap found on /dev/md/gr0\n"},
+		{[]string{"grow", "/dev/md/nosuch", "--bitmap=internal"}, 1, "mdtool: error opening /dev/md/nosuch: No such file or directory\n"},
+		{[]string{"grow", "/dev/md/gr1", "--bitmap=internal", "--bitmap-chunk=1K"}, 1,
+			"mdtool: failed to create internal bitmap - chunksize problem.\n"},
+		{[]string{"--grow", "/dev/md/gr1", "-b", "internal"}, 0, ""},
+		{[]string{"-G", "/dev/md/gr1", "--bitmap", "internal", "--bitmap-chunk", "1M"}, 1, "mdtool: bitmap already present on /dev/md/gr1\n"},
+	} {
+		args := append(c.args, "--run-dir", runDir)
+		code, out, errs := mdtool(t, args...)
+		if code != c.code || errs != c.err {
+			t.Errorf("%v: exit %d, stderr %q, stdout %q; want %d, %q", c.args, code, errs, out, c.code, c.err)
+		}
+	}
+	if d := detailText(t, runDir, "/dev/md/gr1"); !strings.Contains(d, "Intent Bitmap : Internal") {
+		t.Errorf("detail after --grow -b internal:\n%s", d)
+	}
+	s0.stop()
+	s1.stop()
+}
