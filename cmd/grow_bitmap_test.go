@@ -221,6 +221,9 @@ func TestGrowBitmap(t *testing.T) {
 				if strings.Contains(d, "Intent Bitmap : Internal") != (st.bitmap == "internal") {
 					t.Errorf("step %d: detail:\n%s", i, d)
 				}
+				if j := detailJSONOf(t, runDir, md); (j["intent_bitmap"] == "internal") != (st.bitmap == "internal") {
+					t.Errorf("step %d: detail --json intent_bitmap %v", i, j["intent_bitmap"])
+				}
 				if st.bitmap == "internal" {
 					// mdadm: a present bitmap is refused, also with another chunk.
 					for _, extra := range [][]string{nil, {"--bitmap-chunk=8M"}} {
