@@ -1,7 +1,97 @@
 package cmd
 
+import (
+	"context"
+	"errors"
+	"strings"
+	"time"
+
+	"mdtool/internal/daemon"
+	"mdtool/internal/mdadm/plan"
+)
+
 // growBitmap adds, removes or re-chunks the write-intent bitmap
-// (mdadm's Grow_addbitmap).
+// (mdadm's Grow_addbitmap). Internal bitmaps only: the daemon writes the
+// bitmap mdadm would write and then loads it as md's bitmap/location
+// does; --bitmap=none removes it. A bitmap that is present is refused
+// ("bitmap already present"), so a new chunk size takes --bitmap=none
+// first, as with mdadm.
 func growBitmap(env *Env, o *growOptions, md string) error {
-	return exitf(ExitFailure, "--grow --bitmap is not supported yet")
+	switch {
+	case o.bitmap == "internal" || o.bitmap == "none":
+	case o.bitmap == "clustered" || strings.Contains(o.bitmap, "/"):
+		return exitf(ExitFailure, "only internal bitmaps are supported, not '%s'", escName(o.bitmap))
+	default:
+		return exitf(ExitUsage, "bitmap file must contain a '/', or be 'internal', or be 'clustered', or 'none'\n       not '%s'", escName(o.bitmap))
+	}
+	var chunk uint64
+	if o.bitmapChunk != "" {
+		var err error
+		if chunk, err = plan.ParseBitmapChunk(o.bitmapChunk); err != nil {
+			return planError(err)
+		}
+	}
+	if len(o.add) > 0 && o.raidDevices == 0 && o.level == "" {
+		return exitf(ExitFailure, "--add cannot be used with other geometry changes in --grow mode")
+	}
+	if o.size != "" || o.raidDevices != 0 || o.chunk != "" || o.layout != "" {
+		return exitf(ExitFailure, "--bitmap changes cannot be used with other geometry changes in --grow mode")
+	}
+	dev := escName(md)
+	name, err := daemon.ArrayName(md)
+	if err != nil {
+		return exitf(ExitFailure, "error opening %s: No such file or directory", dev)
+	}
+	cl, err := daemon.Dial(o.runDir, name)
+	if err != nil {
+		return exitf(ExitFailure, "error opening %s: No such file or directory", dev)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	_, err = cl.Call(ctx, daemon.Request{Op: daemon.OpGrowBitmap, Bitmap: o.bitmap, BitmapChunk: chunk})
+	if err == nil {
+		return nil
+	}
+	return growBitmapText(ctx, cl, dev, o.bitmap, err)
+}
+
+// growBitmapText words a refused or failed bitmap change as mdadm 4.2's
+// Grow_addbitmap does.
+func growBitmapText(ctx context.Context, cl *daemon.Client, dev, what string, err error) error {
+	var oe *daemon.OpError
+	code := daemon.CodeFailed
+	if errors.As(err, &oe) {
+		code = oe.Code
+	}
+	switch code {
+	case daemon.CodeBitmapPresent:
+		return exitf(ExitFailure, "bitmap already present on %s", dev)
+	case daemon.CodeNoBitmap:
+		return exitf(ExitFailure, "no bitmap found on %s", dev)
+	case daemon.CodeBitmapLevel:
+		level := "of this array"
+		if st, serr := cl.Status(ctx); serr == nil {
+			if n, ok := mapNum(persTable, st.Level); ok {
+				level = n
+			}
+		}
+		return exitf(ExitFailure, "Bitmaps not meaningful with level %s", level)
+	case daemon.CodeBitmapChunk:
+		return exitf(ExitFailure, "failed to create internal bitmap - chunksize problem.")
+	case daemon.CodeBusy:
+		if what == "none" {
+			return exitf(ExitFailure, "failed to remove internal bitmap.")
+		}
+		return exitMsg(ExitFailure, "Cannot add bitmap while array is resyncing or reshaping etc.\nmdtool: failed to set internal bitmap.")
+	}
+	if what == "none" {
+		return exitf(ExitFailure, "failed to remove internal bitmap: %s", errText(err))
+	}
+	return exitf(ExitFailure, "failed to set internal bitmap: %s", errText(err))
+}
+
+func errText(err error) string {
+	_, reason := opFailure(err)
+	return reason
 }

@@ -156,6 +156,7 @@ type Array struct {
 	locks   rangeLocks
 	bm      writeIntent
 	hasBM   bool
+	bmMu    sync.RWMutex // held to swap bm (growbitmap.go) and by readers outside the request path
 	meta    metaState
 	stats   engineStats
 
@@ -951,7 +952,7 @@ func (a *Array) Close() error {
 func (a *Array) Tick() error {
 	now := a.opts.Clock()
 	a.safeMode(now)
-	return a.bm.Tick(now)
+	return a.tickBitmap(now)
 }
 
 func (a *Array) daemon(ctx context.Context) {
@@ -974,7 +975,7 @@ func (a *Array) daemon(ctx context.Context) {
 		}
 		now := a.opts.Clock()
 		a.safeMode(now)
-		if err := a.bm.Tick(now); err != nil && !bmErrLogged {
+		if err := a.tickBitmap(now); err != nil && !bmErrLogged {
 			a.opts.Logf("md: bitmap daemon: %v", err)
 			bmErrLogged = true
 		}

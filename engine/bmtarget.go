@@ -111,6 +111,8 @@ func (a *Array) newWIB(h *bitmap.Header, bits []byte) (writeIntent, error) {
 // BitmapStats returns the write-intent bitmap counters; ok is false for an
 // array without a bitmap.
 func (a *Array) BitmapStats() (st wib.Stats, ok bool) {
+	a.bmMu.RLock()
+	defer a.bmMu.RUnlock()
 	if b, isWIB := a.bm.(*wib.Bitmap); isWIB {
 		return b.Stats(), true
 	}

@@ -28,6 +28,7 @@ import (
 //	{"op":"replace","device":"/dev/loop1","with":"/dev/loop4"} -> ok, role
 //	{"op":"action","action":"check"}        -> ok or an error (sync_action)
 //	{"op":"sync-limits","sync_speed_min":1000,"sync_speed_max":5000} -> ok
+//	{"op":"grow-bitmap","bitmap":"internal","bitmap_chunk":4194304} -> ok
 //
 // add and re-add take "force" (add a device that holds other data) and
 // "write_mostly".
@@ -89,6 +90,10 @@ type Request struct {
 	SpeedMax *uint64 `json:"sync_speed_max,omitempty"`
 	// RaidDisks is the new number of devices (OpReshape).
 	RaidDisks int `json:"raid_disks,omitempty"`
+	// Bitmap ("internal" or "none") and BitmapChunk (bytes, 0: mdadm's
+	// choice): OpGrowBitmap (grow_bitmap.go).
+	Bitmap      string `json:"bitmap,omitempty"`
+	BitmapChunk uint64 `json:"bitmap_chunk,omitempty"`
 }
 
 // Error codes of a Response.
@@ -396,6 +401,8 @@ func (s *Server) do(req Request) Response {
 		}
 		resp.OK = true
 		return *resp
+	case OpGrowBitmap:
+		return s.manageResponse(req)
 	}
 	return errResponse(Errorf(CodeInvalid, "unknown operation %q", req.Op))
 }

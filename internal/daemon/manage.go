@@ -46,6 +46,8 @@ func (s *Service) Manage(req Request) (*Response, error) {
 		return nil, s.reshape(req.RaidDisks)
 	case OpReadOnly, OpReadWrite:
 		return nil, s.setReadOnly(req.Op == OpReadOnly)
+	case OpGrowBitmap:
+		return nil, s.growBitmap(req)
 	case OpSyncLimits:
 		l := s.cfg.Array.SyncLimitsOf()
 		if req.SpeedMin != nil {
