@@ -4,7 +4,7 @@
 GO      ?= go
 BIN     ?= ./mdtool
 PKGS    := ./...
-DEBS    := qemu-system-x86 mdadm busybox-static cpio linux-image-amd64 xz-utils fio nbdkit \
+DEBS    := qemu-system-x86 mdadm busybox-static cpio linux-image-amd64 linux-image-6.12-amd64 xz-utils fio nbdkit \
            libnbd-bin fuse3 e2fsprogs dosfstools util-linux kmod
 DEMO    ?= /tmp/mdtool-demo
 
@@ -15,8 +15,9 @@ all: build
 build:
 	$(GO) build -o $(BIN) .
 
-# deps installs the Debian packages the tests use (qemu + a Linux 6.1 kernel
-# for the md oracle VM, mdadm, fio, nbdkit, libnbd, fuse3, mkfs tools).
+# deps installs the Debian packages the tests use (qemu + Linux 6.1, the md
+# oracle, and 6.12 for ublk
+# in the VM; mdadm, fio, nbdkit, libnbd, fuse3, mkfs tools).
 deps:
 	@missing=""; for p in $(DEBS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then \
