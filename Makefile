@@ -8,7 +8,7 @@ DEBS    := qemu-system-x86 mdadm busybox-static cpio linux-image-amd64 linux-ima
            libnbd-bin fuse3 e2fsprogs dosfstools util-linux kmod
 DEMO    ?= /tmp/mdtool-demo
 
-.PHONY: all build test test-short deps check fmt vet docs check-docs fuzz bench bench-nbd demo clean
+.PHONY: all build test test-short deps check fmt vet docs check-docs fuzz bench bench-nbd bench-doors demo clean
 
 all: build
 
@@ -77,6 +77,14 @@ bench:
 NBDBENCH_FLAGS ?=
 bench-nbd: build
 	$(GO) run ./internal/nbdbench/cmd/nbdbench -mdtool $(BIN) $(NBDBENCH_FLAGS)
+
+# The issue-12 door benchmark: in one Linux 6.12 VM run, fio 4 KiB random
+# IOPS and 1 MiB sequential MB/s through the kernel md driver (raid10 on 4
+# virtio disks) and through the engine serving that array over ublk, and a
+# raw disk against the same disk over ublk, printed with the ratios.
+# MDTOOL_BENCH_RUNTIME=N sets each fio job's seconds (default 8).
+bench-doors:
+	$(GO) test -run '^$$' -bench '^BenchmarkDoors$$' -benchtime 1x -timeout 60m ./internal/serve/ublkexport
 
 # The main job end to end on sparse image files: create a RAID10 with an
 # internal bitmap exactly as the mdadm command line would (which starts

@@ -42,7 +42,8 @@ import (
 type Options struct {
 	Queues        int    // hardware queues; default min(NumCPU, 4), at most NumCPU
 	Depth         int    // requests per queue; default 64
-	MaxIO         uint32 // largest request in bytes; default min(Backend max, 1 MiB)
+	MaxIO         uint32 // largest request in bytes; default max(1 MiB, Backend preferred), at most Backend max
+	Boundary      uint32 // requests never cross a multiple of this (bytes; ublk chunk_sectors), e.g. the full stripe; 0: none
 	IOMin         uint32 // minimum_io_size hint (md: the chunk); default the logical block
 	IOOpt         uint32 // optimal_io_size hint (md: the full stripe); default Backend preferred
 	PhysicalBlock uint32 // physical block size; default the logical block
@@ -127,7 +128,7 @@ func (o Options) withDefaults(b export.Backend) (Options, error) {
 	}
 	o.Depth = minInt(o.Depth, 4096)
 	if o.MaxIO == 0 {
-		o.MaxIO = 1 << 20
+		o.MaxIO = maxU32(1<<20, pref)
 	}
 	o.MaxIO = minU32(o.MaxIO, max)
 	o.MaxIO -= o.MaxIO % uint32(os.Getpagesize())
@@ -178,6 +179,7 @@ func params(b export.Backend, o Options) ioctl.UblkParams {
 		IOMinShift:      shift(o.IOMin),
 		IOOptShift:      shift(o.IOOpt),
 		MaxSectors:      o.MaxIO >> 9,
+		ChunkSectors:    o.Boundary >> 9,
 		DevSectors:      uint64(b.Size()) >> 9,
 	}
 	if p.Basic.PhysicalBSShift < p.Basic.LogicalBSShift {
@@ -241,7 +243,21 @@ func Attach(ctx context.Context, b export.Backend, o Options) (*Device, error) {
 		d.abandon()
 		return nil, err
 	}
+	raiseMaxSectors(d.id, o.MaxIO)
 	return d, nil
+}
+
+// raiseMaxSectors lets requests grow to maxIO: the block layer caps
+// max_sectors_kb at 1280 KiB by default (BLK_DEF_MAX_SECTORS_CAP) below
+// the device's max_hw_sectors_kb, which would split a 1.5 MiB full stripe.
+// Best effort: the hint is only about performance.
+func raiseMaxSectors(id int, maxIO uint32) {
+	kb := maxIO >> 10
+	if kb <= 1280 {
+		return
+	}
+	p := fmt.Sprintf("/sys/block/ublkb%d/queue/max_sectors_kb", id)
+	os.WriteFile(p, []byte(fmt.Sprintf("%d\n", kb)), 0o644)
 }
 
 // Recover takes over device id after its server died: the driver has
