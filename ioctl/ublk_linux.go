@@ -379,6 +379,9 @@ type UblkQueueOptions struct {
 	Depth  int
 	Legacy bool // UblkControl.Legacy(): legacy command numbers
 	Extra  int  // more SQEs beyond one per tag
+	// RingFlags for the queue's io_uring; when the kernel refuses them
+	// (EINVAL) the ring is made without.
+	RingFlags RingFlags
 }
 
 // Legacy reports whether the driver wants the legacy command numbers.
@@ -396,7 +399,10 @@ func OpenUblkQueue(o UblkQueueOptions) (*UblkQueue, error) {
 	if err != nil {
 		return nil, fmt.Errorf("ublk: mmap queue %d descriptors: %w", o.QID, err)
 	}
-	r, err := NewRing(uint32(o.Depth+o.Extra), 0)
+	r, err := NewRing(uint32(o.Depth+o.Extra), o.RingFlags)
+	if errors.Is(err, unix.EINVAL) && o.RingFlags != 0 {
+		r, err = NewRing(uint32(o.Depth+o.Extra), 0)
+	}
 	if err != nil {
 		unix.Munmap(descs)
 		return nil, err

@@ -22,6 +22,12 @@ const (
 	// RingSQE128 makes every SQE 128 bytes: the ublk control device wants
 	// its 32-byte command in the SQE's 80-byte command area.
 	RingSQE128 RingFlags = 1 << 10
+	// RingCoopTaskrun, RingSingleIssuer and RingDeferTaskrun (together,
+	// Linux 6.1+) run completion work only when the one submitting thread
+	// waits for completions, instead of interrupting it.
+	RingCoopTaskrun  RingFlags = 1 << 8
+	RingSingleIssuer RingFlags = 1 << 12
+	RingDeferTaskrun RingFlags = 1 << 13
 )
 
 const (

@@ -4,6 +4,7 @@ package ioctl
 
 import (
 	"errors"
+	"runtime"
 	"testing"
 	"unsafe"
 
@@ -110,5 +111,44 @@ func TestUblkABI(t *testing.T) {
 	// UBLK_U_IO_COMMIT_AND_FETCH_REQ = _IOWR('u', 0x21, struct ublksrv_io_cmd)
 	if op := ioc(iocReadWrite, ublkIOCommitAndFetch, ublkIOCmdSize); op != 0xc0107521 {
 		t.Errorf("COMMIT_AND_FETCH_REQ op %#x, want 0xc0107521", op)
+	}
+}
+
+// A ring with deferred task work still completes a read when its thread
+// waits (the queue rings' flags).
+func TestRingDeferTaskrun(t *testing.T) {
+	runtime.LockOSThread() // a single-issuer ring is its creating thread's
+	defer runtime.UnlockOSThread()
+	r, err := NewRing(4, RingCoopTaskrun|RingSingleIssuer|RingDeferTaskrun)
+	if err != nil {
+		t.Fatalf("NewRing: %v", err)
+	}
+	defer r.Close()
+	efd, err := unix.Eventfd(0, unix.EFD_CLOEXEC)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(efd)
+	mem, err := unix.Mmap(-1, 0, 4096, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Munmap(mem)
+	if err := r.PrepRead(efd, unsafe.Pointer(&mem[0]), 8, 0, 42); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Submit(0); err != nil {
+		t.Fatal(err)
+	}
+	one := uint64(7)
+	if _, err := unix.Write(efd, (*[8]byte)(unsafe.Pointer(&one))[:]); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Submit(1); err != nil {
+		t.Fatal(err)
+	}
+	c, ok := r.PeekCQE()
+	if !ok || c.UserData != 42 || c.Res != 8 || getU64(mem) != 7 {
+		t.Fatalf("cqe %+v ok %v read %d", c, ok, getU64(mem))
 	}
 }

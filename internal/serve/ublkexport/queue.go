@@ -82,7 +82,8 @@ func (q *queue) setup() error {
 		return fmt.Errorf("ublk: eventfd: %w", err)
 	}
 	q.uq, err = ioctl.OpenUblkQueue(ioctl.UblkQueueOptions{CharFD: int(q.d.cdev.Fd()), QID: q.qid,
-		Depth: q.depth, Legacy: q.d.ctrl.Legacy(), Extra: 1})
+		Depth: q.depth, Legacy: q.d.ctrl.Legacy(), Extra: 1,
+		RingFlags: ioctl.RingCoopTaskrun | ioctl.RingSingleIssuer | ioctl.RingDeferTaskrun})
 	if err != nil {
 		return err
 	}
