@@ -4,19 +4,20 @@
 GO      ?= go
 BIN     ?= ./mdtool
 PKGS    := ./...
-DEBS    := qemu-system-x86 mdadm busybox-static cpio linux-image-amd64 xz-utils fio nbdkit \
+DEBS    := qemu-system-x86 mdadm busybox-static cpio linux-image-amd64 linux-image-6.12-amd64 xz-utils fio nbdkit \
            libnbd-bin fuse3 e2fsprogs dosfstools util-linux kmod
 DEMO    ?= /tmp/mdtool-demo
 
-.PHONY: all build test test-short deps check fmt vet docs check-docs fuzz bench bench-nbd demo clean
+.PHONY: all build test test-short deps check fmt vet docs check-docs fuzz bench bench-nbd bench-doors demo clean
 
 all: build
 
 build:
 	$(GO) build -o $(BIN) .
 
-# deps installs the Debian packages the tests use (qemu + a Linux 6.1 kernel
-# for the md oracle VM, mdadm, fio, nbdkit, libnbd, fuse3, mkfs tools).
+# deps installs the Debian packages the tests use (qemu + Linux 6.1, the md
+# oracle, and 6.12 for ublk
+# in the VM; mdadm, fio, nbdkit, libnbd, fuse3, mkfs tools).
 deps:
 	@missing=""; for p in $(DEBS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then \
@@ -76,6 +77,14 @@ bench:
 NBDBENCH_FLAGS ?=
 bench-nbd: build
 	$(GO) run ./internal/nbdbench/cmd/nbdbench -mdtool $(BIN) $(NBDBENCH_FLAGS)
+
+# The issue-12 door benchmark: in one Linux 6.12 VM run, fio 4 KiB random
+# IOPS and 1 MiB sequential MB/s through the kernel md driver (raid10 on 4
+# virtio disks) and through the engine serving that array over ublk, and a
+# raw disk against the same disk over ublk, printed with the ratios.
+# MDTOOL_BENCH_RUNTIME=N sets each fio job's seconds (default 8).
+bench-doors:
+	$(GO) test -run '^$$' -bench '^BenchmarkDoors$$' -benchtime 1x -timeout 60m ./internal/serve/ublkexport
 
 # The main job end to end on sparse image files: create a RAID10 with an
 # internal bitmap exactly as the mdadm command line would (which starts

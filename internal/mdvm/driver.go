@@ -41,6 +41,23 @@ const driverVersion = "go-1"
 // wants a crc32c implementation when it loads.
 var baseModules = []string{"crc32c_generic", "virtio_pci", "virtio_blk", "md-mod", "linear", "raid0", "raid1", "raid10", "raid456", "loop"}
 
+// optionalModules may be missing from a kernel: md-linear was removed in
+// Linux 6.8 and came back in 6.14, so Debian's 6.12 has none.
+var optionalModules = map[string]bool{"linear": true}
+
+// present drops the optional modules this kernel does not have.
+func (md *modDeps) present(names []string, builtin map[string]bool) []string {
+	var out []string
+	for _, n := range names {
+		k := strings.ReplaceAll(n, "-", "_")
+		if _, ok := md.byName[k]; !ok && !builtin[k] && optionalModules[n] {
+			continue
+		}
+		out = append(out, n)
+	}
+	return out
+}
+
 var shareModules = []string{"9pnet_virtio", "9p"}
 
 // ErrTimeout is returned (wrapped) when the guest did not finish in time.
@@ -376,7 +393,7 @@ func (s buildSpec) build(w io.Writer) error {
 	}
 	builtin := readBuiltin(s.k.modDir)
 	seen := map[string]bool{}
-	main, err := md.order(append(append([]string(nil), baseModules...), s.modules...), builtin, seen)
+	main, err := md.order(append(md.present(baseModules, builtin), s.modules...), builtin, seen)
 	if err != nil {
 		return err
 	}

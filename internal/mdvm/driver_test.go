@@ -228,3 +228,16 @@ echo NOT REACHED`,
 }
 
 var regexpState = regexp.MustCompile(`(?m)^\s*State : active\s*$`)
+
+// md-linear is optional (Linux 6.8-6.13 have none); any other missing
+// module stays an error.
+func TestOptionalModules(t *testing.T) {
+	md := &modDeps{deps: map[string][]string{}, byName: map[string]string{"raid0": "kernel/drivers/md/raid0.ko.xz", "linear": "kernel/drivers/md/linear.ko"}}
+	if got := md.present([]string{"linear", "raid0"}, nil); !reflect.DeepEqual(got, []string{"linear", "raid0"}) {
+		t.Errorf("with linear: %v", got)
+	}
+	delete(md.byName, "linear")
+	if got := md.present([]string{"linear", "raid0", "nosuch"}, nil); !reflect.DeepEqual(got, []string{"raid0", "nosuch"}) {
+		t.Errorf("without linear: %v", got)
+	}
+}

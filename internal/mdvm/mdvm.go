@@ -221,3 +221,17 @@ func MustExec(t testing.TB, r Run) []byte {
 	}
 	return res.Output
 }
+
+// RequireKernel is Require for a run that boots a given kernel (such as
+// "6.12", which `make deps` installs beside the default 6.1): it skips
+// outside CI when that kernel is not installed and fails under CI=true.
+func RequireKernel(t testing.TB, ver string) {
+	t.Helper()
+	Require(t)
+	if _, err := pickKernel(ver); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("kernel VM oracle: %v", err)
+		}
+		t.Skipf("kernel VM oracle: %v", err)
+	}
+}
