@@ -40,6 +40,9 @@ type createOptions struct {
 	mdadmConf    string
 	start        bool
 	delay        string       // --delay: the bitmap's daemon sleep (seconds)
+	refuseData   bool         // today's stricter check instead of mdadm's question
+	quiet        bool         // -q, --quiet
+	verbose      bool         // -v, --verbose
 	srv          serveOptions // the NBD limits of the daemon it starts
 }
 
@@ -73,8 +76,15 @@ the config file) only writes the metadata. The NBD limits
 that daemon (see "mdtool help assemble").
 
 Everything is checked before the first write: on any refusal no device is
-modified. A device that holds another array's md superblock, a filesystem or
-a partition table is refused unless --force is given (mdadm only asks).
+modified. As mdadm does, create warns about a device that holds another
+array's md superblock, an ext2/3/4 or reiserfs filesystem or a partition
+table ("... appears to be part of a raid array: ...") and asks "Continue
+creating array?"; --run goes ahead without asking, and without --run an
+answer other than y (or no terminal input) aborts ("create aborted.").
+--refuse-data (or "refuse-data: true" in the config file) is stricter:
+a device holding any recognised signature (md, filesystem, partition
+table, LVM, LUKS, swap, ...) is refused unless --force is given.
+A device that a running array holds is always refused.
 
 EXIT STATUS
   0  superblocks written (and the array started, unless --start=false)
@@ -111,6 +121,7 @@ EXIT STATUS
 	f.BoolVarP(&o.force, "force", "f", false, "allow unusual geometries and overwriting devices that hold data")
 	f.StringVarP(&o.auto, "auto", "a", "", "accepted for mdadm compatibility; device nodes are not created")
 	f.StringVarP(&o.consistency, "consistency-policy", "k", "", "resync or bitmap (ppl and journal are not supported)")
+	f.BoolVar(&o.refuseData, "refuse-data", false, "refuse devices holding an md superblock, a filesystem or a partition table unless --force (mdadm warns and asks)")
 	f.BoolVar(&o.start, "start", true, "start serving the new array, as mdadm --create starts it (false: metadata only)")
 	addNBDLimitFlags(f, &o.srv)
 	f.StringVar(&o.mdadmConf, "config", "", "mdadm.conf to read (HOMEHOST, CREATE)")
@@ -118,7 +129,7 @@ EXIT STATUS
 	for _, n := range []string{"raid-disks", "spare-disks", "rounding", "parity"} {
 		_ = f.MarkHidden(n)
 	}
-	markConfigurable(f, "metadata", "bitmap", "bitmap-chunk", "chunk", "start")
+	markConfigurable(f, "metadata", "bitmap", "bitmap-chunk", "chunk", "start", "refuse-data")
 	return c
 }
 
@@ -147,6 +158,8 @@ func runCreate(c *cobra.Command, env *Env, o *createOptions, args []string) erro
 	if err != nil {
 		return planError(err)
 	}
+	o.quiet, _ = c.Flags().GetBool("quiet")
+	o.verbose, _ = c.Flags().GetBool("verbose")
 	if err := confirmCreate(env, o, res, members); err != nil {
 		return err
 	}
@@ -335,9 +348,13 @@ func planDevices(devs []string, members []*member.Member) []plan.Device {
 	return out
 }
 
-// confirmCreate refuses to overwrite data without --force, shows mdadm's
-// warnings and asks to continue (unless --run).
+// confirmCreate shows mdadm's warnings about old contents and the plan's,
+// and asks to continue (unless --run); with --refuse-data it refuses to
+// overwrite data without --force instead.
 func confirmCreate(env *Env, o *createOptions, res *plan.Result, members []*member.Member) error {
+	if !o.refuseData {
+		return confirmCreateMdadm(env, o, res, members)
+	}
 	stderr := env.Stderr
 	found := false
 	for _, m := range members {
@@ -424,25 +441,28 @@ func openReason(err error) string {
 	return err.Error()
 }
 
-// ask prints a question on stderr and reads a y/n answer from stdin, as
-// mdadm's ask(). End of input means no.
+// ask prints a question on stderr and reads the answer from stdin, as
+// mdadm's ask(): a line starting with y or Y is yes, n or N no; anything
+// else asks again with "(y/n) " added, five times at most ("assuming
+// 'no'"). End of input means no.
 func ask(env *Env, q string) bool {
-	fmt.Fprint(env.Stderr, q)
+	add := ""
 	r := bufio.NewReader(env.Stdin)
 	for i := 0; i < 5; i++ {
+		fmt.Fprint(env.Stderr, q+add)
 		line, err := r.ReadString('\n')
-		switch strings.ToLower(strings.TrimSpace(line)) {
-		case "y", "yes":
+		if line == "" && err != nil {
+			return false
+		}
+		switch line[0] {
+		case 'y', 'Y':
 			return true
-		case "n", "no":
+		case 'n', 'N':
 			return false
 		}
-		if err != nil {
-			fmt.Fprintln(env.Stderr)
-			return false
-		}
-		fmt.Fprint(env.Stderr, "Please answer yes or no: ")
+		add = "(y/n) "
 	}
+	fmt.Fprintln(env.Stderr, "mdtool: assuming 'no'")
 	return false
 }
 

@@ -109,7 +109,7 @@ func TestCreateRefusalsWriteNothing(t *testing.T) {
 				t.Skip("mkfs.ext4 unavailable")
 			}
 			return []string{a, sparse(t, dir, "b", 24*mib)}
-		}, []string{"-l1", "-n2"}, 1, "--force"},
+		}, []string{"-l1", "-n2", "--refuse-data"}, 1, "--force"},
 		{"partition table on a member", func(t *testing.T, dir string) []string {
 			a := sparse(t, dir, "a", 24*mib)
 			mbr := make([]byte, 512)
@@ -121,7 +121,7 @@ func TestCreateRefusalsWriteNothing(t *testing.T) {
 			f.WriteAt(mbr, 0)
 			f.Close()
 			return []string{a, sparse(t, dir, "b", 24*mib)}
-		}, []string{"-l1", "-n2"}, 1, "--force"},
+		}, []string{"-l1", "-n2", "--refuse-data"}, 1, "--force"},
 		{"member of another array", func(t *testing.T, dir string) []string {
 			a, b := sparse(t, dir, "a", 24*mib), sparse(t, dir, "b", 24*mib)
 			env, _, errb := testEnv("")
@@ -129,7 +129,7 @@ func TestCreateRefusalsWriteNothing(t *testing.T) {
 				t.Fatalf("setup create: %d %s", rc, errb)
 			}
 			return []string{a, sparse(t, dir, "c", 24*mib)}
-		}, []string{"-l1", "-n2"}, 1, "md superblock"},
+		}, []string{"-l1", "-n2", "--refuse-data"}, 1, "md superblock"},
 		{"no answer to the question", nil, []string{"-l1", "-n2"}, 1, "create aborted"},
 	}
 	for _, tc := range cases {

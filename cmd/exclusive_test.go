@@ -179,7 +179,7 @@ func TestConcurrentCreate(t *testing.T) {
 			if name == "cb" {
 				ds = []string{devs[2], devs[0], devs[1]}
 			}
-			cmd, errb := r.command(ctx, append([]string{"create", "/dev/md/" + name, "--run", "-l5", "-n3", "--bitmap=none", "--homehost=testhost"}, ds...)...)
+			cmd, errb := r.command(ctx, append([]string{"create", "/dev/md/" + name, "--run", "--refuse-data", "-l5", "-n3", "--bitmap=none", "--homehost=testhost"}, ds...)...)
 			cmds = append(cmds, cmd)
 			errbs = append(errbs, errb)
 		}

@@ -116,6 +116,9 @@ type manageOp struct {
 	with   int
 	paired bool
 	role   int // the role a paired --with replaces
+	// moreAdds: the next op is an add too (mdadm --add A B): the daemon
+	// lets spares take roles after the last one, as md does.
+	moreAdds bool
 }
 
 type manageRun struct {
@@ -249,6 +252,7 @@ func runManage(env *Env, c *cobra.Command, args []string, runDir string) error {
 	}
 	defer cl.Close()
 	m.cl = cl
+	markAddBatches(ops)
 	for i := 0; i < len(ops); i++ {
 		if err := m.do(ops, i); err != nil {
 			code := ExitFailure
@@ -435,7 +439,7 @@ func (m *manageRun) doOne(ops []*manageOp, op *manageOp) error {
 }
 
 func (m *manageRun) add(op *manageOp) error {
-	req := daemon.Request{Op: daemon.OpAdd, Device: op.abs, Force: m.force, WriteMostly: op.writeMostly}
+	req := daemon.Request{Op: daemon.OpAdd, Device: op.abs, Force: m.force, WriteMostly: op.writeMostly, More: op.moreAdds}
 	switch op.disp {
 	case dispAddSpare:
 		req.Op = daemon.OpAddSpare

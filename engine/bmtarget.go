@@ -85,6 +85,7 @@ func (a *Array) newWIB(h *bitmap.Header, bits []byte) (writeIntent, error) {
 		Events:   a.meta.events,
 		Degraded: a.degraded() > 0,
 	}
+	cfg.Header = a.bitmapSyncSize(cfg.Header, len(bits))
 	// md_bitmap_load: chunks at or after recovery_cp are NEEDED when the
 	// array is not degraded (or nothing was cleared since it degraded);
 	// otherwise every set bit is.

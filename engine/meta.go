@@ -290,6 +290,7 @@ func (a *Array) syncSuper(m *member, utime superblock.Time) []byte {
 	sb.RecoveryOffset = 0
 	sb.UTime = utime
 	sb.Events = a.meta.events
+	sb.Size = a.superDevSectors(sb.Size)
 	if a.meta.inSync {
 		sb.ResyncOffset = a.meta.recoveryCP
 	} else {

@@ -92,6 +92,11 @@ func (a *Array) AddDevice(dev Device, opts AddOptions) (int, error) {
 		return m.index, nil
 	}
 	a.sc.disabled.Store(false)
+	if opts.DeferRecovery {
+		a.holdSpares()
+		return m.index, nil
+	}
+	a.sc.spareHold.Store(0)
 	a.checkRecovery()
 	return m.index, nil
 }

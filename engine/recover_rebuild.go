@@ -184,6 +184,13 @@ func (a *Array) finishRecovery(done []*member) {
 	}
 	a.meta.mu.Lock()
 	defer a.meta.mu.Unlock()
+	// md_do_sync ends by setting MD_SB_CHANGE_DEVS, which
+	// md_check_recovery writes out before md_reap_sync_thread activates
+	// the spares and writes the superblocks again: two event bumps.
+	a.meta.changeDevs = true
+	if err := a.updateSuperLocked(true); err != nil {
+		a.opts.Logf("md: superblock update: %v", err)
+	}
 	for _, t := range done {
 		t.state.Store(uint32(InSync))
 		t.recovery.Store(0)

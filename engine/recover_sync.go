@@ -52,6 +52,9 @@ type syncCtl struct {
 	// interrupted); the daemon does not retry it until a management
 	// operation or StartAction.
 	disabled atomic.Bool
+	// spareHold: until this time (unix ns) no spare takes a role; set
+	// by AddDevice with DeferRecovery (see spareorder.go).
+	spareHold atomic.Int64
 }
 
 func (s *syncCtl) init() {
@@ -260,7 +263,7 @@ func (a *Array) checkRecovery() {
 	a.sc.mu.Lock()
 	frozen := a.sc.frozen
 	a.sc.mu.Unlock()
-	if frozen || !a.syncWork() {
+	if frozen || a.sparesHeld() || !a.syncWork() {
 		return
 	}
 	ctx, ok := a.claim(context.Background(), "")
@@ -383,7 +386,7 @@ func (a *Array) runAction(ctx context.Context, act string, chain bool) {
 // roles and spares take the roles without an in-sync member, as
 // recovering members from sector 0.
 func (a *Array) assignSpares() int {
-	if a.opts.ReadOnly {
+	if a.opts.ReadOnly || a.sparesHeld() {
 		return 0
 	}
 	holes, spares := a.sparePlan()
@@ -432,28 +435,7 @@ func (a *Array) assignSpares() int {
 			a.opts.Logf("md: replacement device %d takes over role %d", m.index, r)
 		}
 	}
-	var rest []*member
-	// A re-added member goes back to its old role (saved_raid_disk).
-	for _, sp := range spares {
-		if sp.role >= 0 {
-			continue // a replacement (handled above)
-		}
-		if r := sp.savedRole; r >= 0 && free[r] {
-			delete(free, r)
-			take(r, sp, a.hasBM)
-		} else {
-			rest = append(rest, sp)
-		}
-	}
-	for _, r := range holes {
-		if len(rest) == 0 {
-			break
-		}
-		if free[r] {
-			take(r, rest[0], false)
-			rest = rest[1:]
-		}
-	}
+	takeSparesInKernelOrder(spares, holes, free, func(r int, sp *member, guided bool) { take(r, sp, guided && a.hasBM) })
 	a.failMu.Unlock()
 	a.cfgMu.Unlock()
 	if n > 0 {

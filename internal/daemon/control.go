@@ -82,6 +82,9 @@ type Request struct {
 	// another array's superblock (OpAdd, OpReAdd, OpAddSpare).
 	Force       bool `json:"force,omitempty"`
 	WriteMostly bool `json:"write_mostly,omitempty"`
+	// More: another add of the same command follows (OpAdd, OpAddSpare,
+	// OpReAdd); spares take roles after the last one, as in md.
+	More bool `json:"more,omitempty"`
 	// Action is the sync_action to write (OpAction).
 	Action string `json:"action,omitempty"`
 	// SpeedMin, SpeedMax: KiB/s (OpSyncLimits); nil leaves it, 0 is

@@ -321,7 +321,7 @@ func (s *Service) add(req Request) (*Response, error) {
 	if !s.enough() {
 		return fail(Errorf(CodeArrayFailed, "the array has failed"))
 	}
-	opts := engine.AddOptions{Replacement: -1, WriteMostly: req.WriteMostly}
+	opts := engine.AddOptions{Replacement: -1, WriteMostly: req.WriteMostly, DeferRecovery: req.More}
 	result := ResultAdded
 	idx := -1
 	if wasActive && req.Op != OpAddSpare {
@@ -357,7 +357,9 @@ func (s *Service) add(req Request) (*Response, error) {
 	}
 	done = true
 	s.recordMember(idx, spec, size)
-	s.awaitRecoveryStart()
+	if !req.More {
+		s.awaitRecoveryStart()
+	}
 	resp.Result = result
 	resp.Number = s.spec(idx).DevNumber
 	s.cfg.Logf("md: %s %s as device %d", req.Device, result, idx)
