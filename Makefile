@@ -5,7 +5,7 @@ GO      ?= go
 BIN     ?= ./mdtool
 PKGS    := ./...
 DEBS    := qemu-system-x86 mdadm busybox-static cpio linux-image-amd64 linux-image-6.12-amd64 xz-utils fio nbdkit \
-           libnbd-bin fuse3 e2fsprogs dosfstools util-linux kmod
+           libnbd-bin fuse3 e2fsprogs dosfstools util-linux kmod iproute2
 DEMO    ?= /tmp/mdtool-demo
 
 .PHONY: all build test test-short deps check fmt vet docs check-docs fuzz bench bench-nbd bench-doors demo clean
