@@ -144,9 +144,9 @@ type Array struct {
 	roles   []*member // by role, nil = missing
 	all     []*member // every device given to Open that took part
 	devs    []Device
-	size    int64 // bytes
-	block   int64 // logical block size of the array, bytes
-	unit    int64 // split unit (full stripe) in bytes, 0 = none
+	size    atomic.Int64 // bytes
+	block   int64        // logical block size of the array, bytes
+	unit    int64        // split unit (full stripe) in bytes, 0 = none
 	maxReq  int64
 	lockSec uint64 // lock region size in sectors for raid1/10
 	pers    personality
@@ -175,6 +175,7 @@ type Array struct {
 	suspCond  *sync.Cond
 	userIO    shardedCounter // user requests, for md's is_mddev_idle
 	sc        syncCtl
+	grow      growState // size changes (growsize.go)
 }
 
 // Open assembles the array whose members are devs (in any order; spares
@@ -355,8 +356,8 @@ func (a *Array) setGeometry(ref *superblock.Superblock) error {
 		// with this warning; so does the engine, with the same mapping.
 		a.opts.Logf("md/raid10: This RAID10 layout does not provide data safety - please backup and create new array")
 	}
-	a.size = int64(a.geo.ArraySectors()) * 512
-	if a.size == 0 {
+	a.size.Store(int64(a.geo.ArraySectors()) * 512)
+	if a.size.Load() == 0 {
 		// Nothing to serve: members whose data area (or the component
 		// size) is smaller than one chunk, or 0.
 		return fmt.Errorf("%w (%v, component size %d sectors)", ErrZeroSize, a.level, ref.Size)
@@ -536,7 +537,7 @@ func (a *Array) checkRedundancy() error {
 }
 
 // Size is the array size in bytes.
-func (a *Array) Size() int64 { return a.size }
+func (a *Array) Size() int64 { return a.size.Load() }
 
 // BlockSize is the logical block size: requests must be aligned to it.
 func (a *Array) BlockSize() int64 { return a.block }
@@ -548,7 +549,11 @@ func (a *Array) IOOpt() int64 { return a.unit }
 func (a *Array) IOMin() int64 { return int64(a.geo.IOMin()) }
 
 // Geometry is the array's data layout.
-func (a *Array) Geometry() layout.Geometry { return a.geo }
+func (a *Array) Geometry() layout.Geometry {
+	a.cfgMu.RLock()
+	defer a.cfgMu.RUnlock()
+	return a.geo
+}
 
 // UUID is the array UUID.
 func (a *Array) UUID() [16]byte { return a.uuid }
@@ -687,7 +692,7 @@ func (a *Array) checkIO(n int, off int64) error {
 	if off%a.block != 0 || int64(n)%a.block != 0 {
 		return ErrAlignment
 	}
-	return checkRange(off, int64(n), a.size)
+	return checkRange(off, int64(n), a.size.Load())
 }
 
 // ReadAt reads len(p) bytes at off. off and len(p) must be multiples of
@@ -862,7 +867,7 @@ func (a *Array) zeroOrDiscard(off, n int64, discard bool) error {
 	if off%a.block != 0 || n%a.block != 0 {
 		return ErrAlignment
 	}
-	if err := checkRange(off, n, a.size); err != nil {
+	if err := checkRange(off, n, a.size.Load()); err != nil {
 		return err
 	}
 	key := uint64(off >> 20)

@@ -81,6 +81,9 @@ type Request struct {
 	// md's default.
 	SpeedMin *uint64 `json:"sync_speed_min,omitempty"`
 	SpeedMax *uint64 `json:"sync_speed_max,omitempty"`
+	// SizeSectors, AssumeClean: OpGrowSize, OpArraySize (grow_size.go).
+	SizeSectors uint64 `json:"size_sectors,omitempty"`
+	AssumeClean bool   `json:"assume_clean,omitempty"`
 }
 
 // Error codes of a Response.
@@ -129,6 +132,10 @@ type Response struct {
 	Number int `json:"number,omitempty"`
 	// Signatures: what a device refused with CodeHoldsData holds.
 	Signatures []string `json:"signatures,omitempty"`
+	// OldSectors, NewSectors: the component size before and after
+	// OpGrowSize.
+	OldSectors uint64 `json:"old_sectors,omitempty"`
+	NewSectors uint64 `json:"new_sectors,omitempty"`
 }
 
 // OpError is a failed operation as the client sees it.
@@ -358,8 +365,10 @@ func (s *Server) do(req Request) Response {
 			return errResponse(err)
 		}
 		return Response{OK: true}
-	case OpFail, OpRemove, OpAdd, OpReAdd, OpAddSpare, OpReplace, OpAction, OpSyncLimits:
+	case OpFail, OpRemove, OpAdd, OpReAdd, OpAddSpare, OpReplace, OpAction, OpSyncLimits,
+		OpGrowSize, OpArraySize:
 		switch {
+		case req.Op == OpGrowSize || req.Op == OpArraySize:
 		case req.Op == OpAction && req.Action == "":
 			return errResponse(Errorf(CodeInvalid, "%s needs an action", req.Op))
 		case req.Op != OpAction && req.Op != OpSyncLimits && req.Device == "":

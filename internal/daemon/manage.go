@@ -41,6 +41,10 @@ func (s *Service) Manage(req Request) (*Response, error) {
 		return s.replace(req)
 	case OpAction:
 		return nil, s.action(req.Action)
+	case OpGrowSize:
+		return s.growSize(req)
+	case OpArraySize:
+		return s.arraySize(req)
 	case OpSyncLimits:
 		l := s.cfg.Array.SyncLimitsOf()
 		if req.SpeedMin != nil {
