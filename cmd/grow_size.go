@@ -216,7 +216,41 @@ func growComponentSize(env *Env, o *growOptions, cl *daemon.Client, st *daemon.S
 	return nil
 }
 
-// growRaid1Disks changes the number of mirrors of a raid1.
+// growRaid1Disks changes the number of raid1 mirrors: mdadm's spare
+// check, the devices given added first (as --add), then raid_disks set
+// ("raid_disks for MD set to N" on stdout, "failed to set raid disks" when
+// md refuses, e.g. fewer mirrors than active members).
 func growRaid1Disks(env *Env, o *growOptions, cl *daemon.Client, st *daemon.Status, md string) error {
-	return exitf(ExitFailure, "changing the number of raid1 mirrors is not supported yet")
+	if o.raidDevices > st.RaidDisks {
+		spares := 0
+		for _, m := range st.Members {
+			if m.State == "spare" {
+				spares++
+			}
+		}
+		need := o.raidDevices - st.RaidDisks
+		if spares+len(o.add) < need && !o.force {
+			s := "s"
+			if need == 1 {
+				s = ""
+			}
+			return exitMsg(ExitFailure, fmt.Sprintf("Need %d spare%s to avoid degraded array, and only have %d.\n"+
+				"       Use --force to over-ride this check.", need, s, spares+len(o.add)))
+		}
+	}
+	if len(o.add) > 0 {
+		args := append([]string{"manage", "--run-dir", o.runDir, md, "--add"}, o.add...)
+		if rc := Main(args, env); rc != 0 {
+			return exitStatus(ExitFailure)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), growTimeout)
+	defer cancel()
+	if _, err := cl.Call(ctx, daemon.Request{Op: daemon.OpRaidDevices, RaidDisks: o.raidDevices}); err != nil {
+		return exitf(ExitFailure, "failed to set raid disks")
+	}
+	if o.verbose >= 0 {
+		fmt.Fprintf(env.Stdout, "raid_disks for %s set to %d\n", md, o.raidDevices)
+	}
+	return nil
 }

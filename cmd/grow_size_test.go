@@ -223,3 +223,72 @@ func detailText(t *testing.T, runDir, md string) string {
 	}
 	return out
 }
+
+// TestGrowRaid1Disks: raid1 -n 2 -> 3 with --add in the same command
+// (mdadm's order: the device is added, then raid_disks set) rebuilds the
+// new mirror; -n 2 is refused while three mirrors are active ("failed to
+// set raid disks") and works after one was failed and removed. The
+// superblocks read the same by host mdadm --examine and -X; the kernel
+// assembles the two-mirror array, check finds 0 mismatches and the same
+// contents.
+func TestGrowRaid1Disks(t *testing.T) {
+	requireHostMdadm(t)
+	dir := t.TempDir()
+	runDir := dir + "/run"
+	md := "/dev/md/growr1n"
+	devs := mkArrayDevs(t, dir, md, []string{"-l1", "-n2"}, 24<<20)
+	extra := sparse(t, dir, "growr1n-d2.img", 24<<20)
+	s := serve(t, runDir, md, devs...)
+	defer s.stopIfRunning()
+	sock := daemon.PathsFor(runDir, s.name).NBD()
+	st0, err := queryStatus(runDir, s.name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data := fillRandom(t, sock, 0, st0.Size, 21)
+	code, out, errs := mdtool(t, "--grow", "--run-dir", runDir, md, "-n3")
+	if code != 1 || !strings.Contains(errs, "Need 1 spare to avoid degraded array, and only have 0.") {
+		t.Errorf("-n3 without a spare: exit %d, said %q", code, errs)
+	}
+	code, out, errs = mdtool(t, "--grow", "--run-dir", runDir, md, "--raid-devices=3", "--add", extra)
+	if code != 0 {
+		t.Fatalf("grow -n3 --add: exit %d: %s%s", code, out, errs)
+	}
+	if want := "raid_disks for " + md + " set to 3\n"; out != want {
+		t.Errorf("grow -n3 printed %q, want %q", out, want)
+	}
+	if !strings.Contains(errs, "added "+extra) {
+		t.Errorf("grow -n3 --add said %q, want the add", errs)
+	}
+	d := waitFor(t, runDir, md, "recover")
+	if d.ActiveDevices != 3 {
+		t.Fatalf("after -n3: %d active devices, want 3", d.ActiveDevices)
+	}
+	code, out, errs = mdtool(t, "--grow", "--run-dir", runDir, md, "-n2")
+	if code != 1 || errs != "mdtool: failed to set raid disks\n" {
+		t.Errorf("-n2 with 3 active mirrors: exit %d, said %q%q", code, out, errs)
+	}
+	manage(t, runDir, md, "--fail", devs[0])
+	manage(t, runDir, md, "--remove", devs[0])
+	code, out, errs = mdtool(t, "--grow", "--run-dir", runDir, md, "-n2")
+	if code != 0 || out != "raid_disks for "+md+" set to 2\n" {
+		t.Fatalf("-n2 after fail+remove: exit %d: %q %q", code, out, errs)
+	}
+	d = detailOf(t, runDir, md)
+	if d.ActiveDevices != 2 || len(d.Devices) != 2 {
+		t.Errorf("after -n2: %d active, %d devices, want 2 and 2", d.ActiveDevices, len(d.Devices))
+	}
+	if got := readArray(t, sock, st0.Size); !bytes.Equal(got, data) {
+		t.Fatal("the array serves other data after -n3 and -n2")
+	}
+	s.stop()
+	left := []string{devs[1], extra}
+	sameAsHostMdadm(t, "raid1 -n 2 -> 3 -> 2", left)
+	for _, dv := range left {
+		if rd := examineField(hostExamine(t, dv), "Raid Devices"); rd != "2" {
+			t.Errorf("%s: Raid Devices %q, want 2", dv, rd)
+		}
+	}
+	mdvm.Require(t)
+	kernelChecks(t, []kernelCheck{{name: "r1n", imgs: left, md5: md5hex(data)}})
+}

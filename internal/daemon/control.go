@@ -84,6 +84,8 @@ type Request struct {
 	// SizeSectors, AssumeClean: OpGrowSize, OpArraySize (grow_size.go).
 	SizeSectors uint64 `json:"size_sectors,omitempty"`
 	AssumeClean bool   `json:"assume_clean,omitempty"`
+	// RaidDisks: OpRaidDevices.
+	RaidDisks int `json:"raid_disks,omitempty"`
 }
 
 // Error codes of a Response.
@@ -366,9 +368,9 @@ func (s *Server) do(req Request) Response {
 		}
 		return Response{OK: true}
 	case OpFail, OpRemove, OpAdd, OpReAdd, OpAddSpare, OpReplace, OpAction, OpSyncLimits,
-		OpGrowSize, OpArraySize:
+		OpGrowSize, OpArraySize, OpRaidDevices:
 		switch {
-		case req.Op == OpGrowSize || req.Op == OpArraySize:
+		case req.Op == OpGrowSize || req.Op == OpArraySize || req.Op == OpRaidDevices:
 		case req.Op == OpAction && req.Action == "":
 			return errResponse(Errorf(CodeInvalid, "%s needs an action", req.Op))
 		case req.Op != OpAction && req.Op != OpSyncLimits && req.Device == "":

@@ -16,6 +16,8 @@ import (
 const (
 	OpGrowSize  = "grow-size"
 	OpArraySize = "array-size"
+	// OpRaidDevices sets the number of raid1 mirrors (RaidDisks).
+	OpRaidDevices = "raid-devices"
 )
 
 // More error codes of a Response.
@@ -40,6 +42,15 @@ func (s *Service) arraySize(req Request) (*Response, error) {
 		return nil, growError(err)
 	}
 	s.cfg.Logf("array size set to %d sectors (0: default)", req.SizeSectors)
+	return &Response{}, nil
+}
+
+// raidDevices changes the number of raid1 mirrors (md's raid1_reshape).
+func (s *Service) raidDevices(req Request) (*Response, error) {
+	if err := s.cfg.Array.SetRaidDisks(req.RaidDisks); err != nil {
+		return nil, growError(err)
+	}
+	s.cfg.Logf("raid_disks set to %d", req.RaidDisks)
 	return &Response{}, nil
 }
 

@@ -45,6 +45,8 @@ func (s *Service) Manage(req Request) (*Response, error) {
 		return s.growSize(req)
 	case OpArraySize:
 		return s.arraySize(req)
+	case OpRaidDevices:
+		return s.raidDevices(req)
 	case OpSyncLimits:
 		l := s.cfg.Array.SyncLimitsOf()
 		if req.SpeedMin != nil {
