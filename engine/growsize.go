@@ -23,8 +23,24 @@ var ErrNoSpace = errors.New("engine: no space left on device")
 // ErrTooBig is md's E2BIG: an array size larger than the members give.
 var ErrTooBig = errors.New("engine: argument list too long")
 
+// GrowHook, when set (the test build sets it from its environment), is
+// called at the steps of a size change: "members" (the members' own sizes
+// written), "bitmap" (the bitmap resized, the superblocks not yet
+// written) and "resync" (the first resync unit in the region a grow
+// added). It may block: crash tests kill the process there.
+var GrowHook func(step string)
+
+func growStep(step string) {
+	if GrowHook != nil {
+		GrowHook(step)
+	}
+}
+
 // growState is what size changes keep between calls.
 type growState struct {
+	// resyncFrom is where the region the last grow added starts (sync
+	// space sectors), for GrowHook's "resync" step; 0: none.
+	resyncFrom uint64
 	// bmSpace is md's bitmap_info.space (sectors from the bitmap
 	// superblock) once a resize needed it; 0: not known yet.
 	bmSpace uint64
@@ -104,6 +120,7 @@ func (a *Array) growSizeClaimed(sectors uint64, assumeClean bool) (SizeChange, e
 	if err != nil {
 		return SizeChange{Old: old, New: old}, err
 	}
+	growStep("members")
 	// update_size: the size every member allows.
 	n := sectors
 	for _, m := range a.all {
@@ -122,6 +139,7 @@ func (a *Array) growSizeClaimed(sectors uint64, assumeClean bool) (SizeChange, e
 		return SizeChange{Old: old, New: a.geo.DevSectors(0)}, err
 	}
 	nw := a.geo.DevSectors(0)
+	growStep("bitmap")
 	if err := a.updateSuperLocked(true); err != nil {
 		return SizeChange{Old: old, New: nw}, err
 	}
@@ -164,6 +182,9 @@ func (a *Array) resizeTo(n, oldSync uint64, assumeClean bool) error {
 		a.meta.recoveryCP = superblock.MaxSector
 	case grown && a.meta.recoveryCP > oldSync:
 		a.meta.recoveryCP = oldSync
+	}
+	if grown && !assumeClean {
+		a.grow.resyncFrom = oldSync
 	}
 	a.sc.checkpoint.Store(min(a.meta.recoveryCP, newSync))
 	if wb, isWIB := a.bm.(*wib.Bitmap); isWIB {
@@ -257,6 +278,14 @@ func (a *Array) memberSizes(sectors, cur uint64) error {
 		}
 	}
 	return nil
+}
+
+// growResyncUnit calls GrowHook's "resync" step for a resync unit at p in
+// the region the last grow added.
+func (a *Array) growResyncUnit(p uint64) {
+	if GrowHook != nil && a.grow.resyncFrom != 0 && p >= a.grow.resyncFrom {
+		GrowHook("resync")
+	}
 }
 
 // chooseBMSpace is md's super_1_choose_bm_space.
