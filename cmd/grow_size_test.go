@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -402,4 +403,83 @@ func TestGrowSizeKill9(t *testing.T) {
 	}
 	mdvm.Require(t)
 	kernelChecks(t, sets)
+}
+
+// TestGrowSizeByKernel: the kernel grows arrays (mdadm --grow --size=max
+// in the VM, on loop devices over member files that were extended), then
+// mdtool assembles the members: it serves the same data at the new size,
+// and host mdadm --examine and -X print what mdtool prints, before and
+// after mdtool served the array.
+func TestGrowSizeByKernel(t *testing.T) {
+	requireHostMdadm(t)
+	mdvm.Require(t)
+	dir := t.TempDir()
+	share := filepath.Join(dir, "share")
+	if err := os.Mkdir(share, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		name string
+		n    int
+		opts string
+	}{
+		{"kr1", 2, "--level=1"},
+		{"kr5", 3, "--level=5 --chunk=64"},
+		{"kr10", 2, "--level=10 --chunk=64"},
+	}
+	var script strings.Builder
+	script.WriteString("L=/usr/bin/losetup\n")
+	for i, c := range cases {
+		var files []string
+		for k := 0; k < c.n; k++ {
+			f := fmt.Sprintf("%s-%d.img", c.name, k)
+			files = append(files, "/share/"+f)
+			if err := os.WriteFile(filepath.Join(share, f), nil, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Truncate(filepath.Join(share, f), 8<<20); err != nil {
+				t.Fatal(err)
+			}
+		}
+		md := fmt.Sprintf("/dev/md%d", i)
+		fmt.Fprintf(&script, "D=''\nfor f in %s; do D=\"$D $($L -f --show $f)\"; done\n", strings.Join(files, " "))
+		fmt.Fprintf(&script, "mdadm --create %s --run --metadata=1.2 %s --raid-devices=%d --bitmap=internal --bitmap-chunk=1M --assume-clean $D\n",
+			md, c.opts, c.n)
+		fmt.Fprintf(&script, "dd if=/dev/urandom of=%s bs=64k 2>/dev/null\nsync\n", md)
+		fmt.Fprintf(&script, "old=$(cat /sys/block/md%d/size)\n", i)
+		fmt.Fprintf(&script, "for f in %s; do truncate -s 16M $f; done\nfor d in $D; do $L -c $d; done\n", strings.Join(files, " "))
+		fmt.Fprintf(&script, "mdadm --grow %s --size=max; echo \"GROW %s rc=$?\"\nmdadm --wait %s\n", md, c.name, md)
+		fmt.Fprintf(&script, "dd if=/dev/urandom of=%s bs=512 seek=$old 2>/dev/null\nsync\n", md)
+		fmt.Fprintf(&script, "echo \"RES %s size=$(cat /sys/block/md%d/size) md5=$(md5sum %s | cut -d' ' -f1)\"\n", c.name, i, md)
+		fmt.Fprintf(&script, "mdadm --stop %s\nfor d in $D; do $L -d $d; done\n", md)
+	}
+	out := string(mdvm.MustExec(t, mdvm.Run{Share: share, Bins: []string{"/usr/sbin/losetup"}, Script: script.String(), Timeout: 900 * time.Second}))
+	runDir := filepath.Join(dir, "run")
+	for _, c := range cases {
+		m := regexp.MustCompile(`(?m)^RES ` + c.name + ` size=(\d+) md5=(\S+)$`).FindStringSubmatch(out)
+		if m == nil || !strings.Contains(out, "GROW "+c.name+" rc=0") {
+			t.Errorf("%s: no result from the guest:\n%s", c.name, out)
+			continue
+		}
+		sectors, _ := strconv.ParseInt(m[1], 10, 64)
+		var devs []string
+		for k := 0; k < c.n; k++ {
+			devs = append(devs, filepath.Join(share, fmt.Sprintf("%s-%d.img", c.name, k)))
+		}
+		sameAsHostMdadm(t, c.name+" grown by the kernel", devs)
+		md := "/dev/md/" + c.name
+		s := serve(t, runDir, md, devs...)
+		st, err := queryStatus(runDir, s.name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Size != sectors*512 {
+			t.Errorf("%s: mdtool serves %d bytes, the kernel %d", c.name, st.Size, sectors*512)
+		}
+		if got := md5hex(readArray(t, daemon.PathsFor(runDir, s.name).NBD(), st.Size)); got != m[2] {
+			t.Errorf("%s: mdtool serves md5 %s, the kernel served %s", c.name, got, m[2])
+		}
+		s.stop()
+		sameAsHostMdadm(t, c.name+" served by mdtool after the kernel's grow", devs)
+	}
 }
