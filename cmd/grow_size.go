@@ -24,15 +24,18 @@ func growDial(o *growOptions, md string) (*daemon.Client, *daemon.Status, error)
 		return nil, nil, exitf(ExitFailure, "%s is not an active md array - aborting", md)
 	}
 	cl, err := daemon.Dial(o.runDir, name)
-	if err != nil {
+	if errors.Is(err, daemon.ErrNotRunning) {
 		return nil, nil, exitf(ExitFailure, "%s is not an active md array - aborting", md)
+	}
+	if err != nil {
+		return nil, nil, exitf(ExitFailure, "cannot reach the daemon of %s: %v", md, err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	st, err := cl.Status(ctx)
 	if err != nil {
 		cl.Close()
-		return nil, nil, exitf(ExitFailure, "%s is not an active md array - aborting", md)
+		return nil, nil, exitf(ExitFailure, "cannot reach the daemon of %s: %v", md, err)
 	}
 	return cl, st, nil
 }

@@ -370,3 +370,16 @@ func (a *Array) ArraySizeSet() bool {
 	defer a.cfgMu.RUnlock()
 	return a.grow.external
 }
+
+// SuperOffset is the sector of the superblock of device index (as in
+// MemberInfo.Device) as the array writes it now: a 1.0 superblock moves
+// when GrowSize gives its member more room.
+func (a *Array) SuperOffset(index int) (uint64, bool) {
+	m := a.memberByIndex(index)
+	if m == nil {
+		return 0, false
+	}
+	a.meta.mu.Lock()
+	defer a.meta.mu.Unlock()
+	return m.ls.offset, true
+}

@@ -33,6 +33,14 @@ func (s *Service) growSize(req Request) (*Response, error) {
 		return nil, growError(err)
 	}
 	s.cfg.Logf("component size %d -> %d sectors (assume-clean: %v)", ch.Old, ch.New, req.AssumeClean)
+	// A 1.0 superblock moved to the new end of its member.
+	s.memMu.Lock()
+	for i := range s.cfg.Members {
+		if off, ok := s.cfg.Array.SuperOffset(i); ok {
+			s.cfg.Members[i].SBOffset = int64(off) * 512
+		}
+	}
+	s.memMu.Unlock()
 	return &Response{OldSectors: ch.Old, NewSectors: ch.New}, nil
 }
 
