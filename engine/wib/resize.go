@@ -78,7 +78,7 @@ func (b *Bitmap) Resize(syncSectors, spaceSectors, dirtyFrom uint64) (uint32, er
 	nbytes := nh.Bytes()
 	img := make([]byte, bitmap.FilePages(max(nbytes, b.bytes))*bitmap.PageSize)
 	copy(img, b.hdr.Marshal())
-	nb := bitmap.BitsOf(img[bitmap.HeaderSize:])
+	nb := bitmap.BitsOf(img)
 	for c := range ctr {
 		if ctr[c].Load() != 0 {
 			nb.Set(uint64(c))
@@ -86,7 +86,7 @@ func (b *Bitmap) Resize(syncSectors, spaceSectors, dirtyFrom uint64) (uint32, er
 	}
 	changed := shift != b.shift
 	if changed {
-		ob := bitmap.BitsOf(b.img[bitmap.HeaderSize:])
+		ob := bitmap.BitsOf(b.img)
 		for c := uint64(0); c < b.chunks; c++ {
 			if ob.Test(c) {
 				nb.Set(c)
@@ -117,7 +117,7 @@ func (b *Bitmap) Resize(syncSectors, spaceSectors, dirtyFrom uint64) (uint32, er
 		// 3: the exact bits of the new chunk size.
 		exact := make([]byte, bitmap.FilePages(nbytes)*bitmap.PageSize)
 		copy(exact, nh.Marshal())
-		eb := bitmap.BitsOf(exact[bitmap.HeaderSize:])
+		eb := bitmap.BitsOf(exact)
 		for c := range ctr {
 			if ctr[c].Load()&kernMask != 0 {
 				eb.Set(uint64(c))
