@@ -488,3 +488,87 @@ func TestGrowSizeByKernel(t *testing.T) {
 		sameAsHostMdadm(t, c.name+" served by mdtool after the kernel's grow", devs)
 	}
 }
+
+// TestGrowSizeRules: mdadm 4.2's refusals and --assume-clean. A grow
+// with --assume-clean starts no resync of the added region; the size
+// together with another change, a resync in progress and an array that
+// is not running are refused with mdadm's words; a size equal to the
+// current one is "no change requested".
+func TestGrowSizeRules(t *testing.T) {
+	dir := t.TempDir()
+	runDir := dir + "/run"
+	md := "/dev/md/growrules"
+	devs := mkArrayDevs(t, dir, md, []string{"-l1", "-n2"}, 16<<20)
+	s := serve(t, runDir, md, devs...)
+	defer s.stopIfRunning()
+	st0, err := queryStatus(runDir, s.name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		args []string
+		code int
+		errs string
+	}{
+		{[]string{"--size=max", "--chunk=128"}, 1, "mdtool: cannot change component size at the same time as other changes.\n" +
+			"   Change size first, then check data is intact before making other changes.\n"},
+		{[]string{"--size=0"}, 2, "mdtool: invalid size: 0\n"},
+		{[]string{"--array-size=0"}, 2, "mdtool: invalid array size: 0\n"},
+		{[]string{fmt.Sprintf("--size=%d", st0.ComponentSectors/2)}, 0, "mdtool: " + md + ": no change requested\n"},
+	} {
+		code, _, errs := mdtool(t, append([]string{"--grow", "--run-dir", runDir, md}, c.args...)...)
+		if code != c.code || errs != c.errs {
+			t.Errorf("grow %v: exit %d, said %q; want %d, %q", c.args, code, errs, c.code, c.errs)
+		}
+	}
+	code, _, errs := mdtool(t, "--grow", "--run-dir", runDir, "/dev/md/nosuch", "--size=max")
+	if code != 1 || errs != "mdtool: /dev/md/nosuch is not an active md array - aborting\n" {
+		t.Errorf("grow of an array not running: exit %d, said %q", code, errs)
+	}
+	// A check running: mdadm's freeze() refuses.
+	if code, _, errs := mdtool(t, "action", "--run-dir", runDir, "--sync-speed-max", "1", "check", md); code != 0 {
+		t.Fatalf("check: exit %d: %s", code, errs)
+	}
+	code, _, errs = mdtool(t, "--grow", "--run-dir", runDir, md, "--size=max")
+	if code != 1 || errs != "mdtool: "+md+" is performing resync/recovery and cannot be reshaped\n" {
+		t.Errorf("grow during a check: exit %d, said %q", code, errs)
+	}
+	if code, _, errs := mdtool(t, "action", "--run-dir", runDir, "--sync-speed-max", "0", "idle", md); code != 0 {
+		t.Fatalf("idle: exit %d: %s", code, errs)
+	}
+	waitIdle(t, runDir, md)
+	for _, d := range devs {
+		if err := os.Truncate(d, 32<<20); err != nil {
+			t.Fatal(err)
+		}
+	}
+	code, _, errs = mdtool(t, "--grow", "--run-dir", runDir, md, "--size=max", "--assume-clean")
+	if code != 0 {
+		t.Fatalf("grow --assume-clean: exit %d: %s", code, errs)
+	}
+	d := waitIdle(t, runDir, md)
+	if d.Sync.LastAction == "resync" {
+		t.Errorf("grow --assume-clean resynced the added region")
+	}
+	st, err := queryStatus(runDir, s.name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.ComponentSectors <= st0.ComponentSectors {
+		t.Errorf("grow --assume-clean: %d sectors per member, was %d", st.ComponentSectors, st0.ComponentSectors)
+	}
+	s.stop()
+	if ex := hostOrOwnExamine(t, devs[0]); examineField(ex, "Resync Offset") != "" {
+		t.Errorf("after grow --assume-clean and stop, a resync is pending:\n%s", ex)
+	}
+}
+
+// hostOrOwnExamine is mdtool examine's text of a member.
+func hostOrOwnExamine(t *testing.T, dev string) string {
+	t.Helper()
+	code, out, errs := mdtool(t, "examine", dev)
+	if code != 0 {
+		t.Fatalf("examine %s: exit %d: %s", dev, code, errs)
+	}
+	return out
+}
