@@ -332,7 +332,7 @@ func TestGrowRaid1Disks(t *testing.T) {
 // --size=max` runs, at a step picked at random each round (after the
 // members' own sizes were written, after the bitmap was resized but
 // before the superblocks, inside the resync of the added region; the
-// test build's MDTOOL_TEST_GROW_PAUSE stops the daemon there). After
+// test build's MDTOOL_TEST_GROW_SIZE_PAUSE stops the daemon there). After
 // re-assembly the array has either the old or the new size, serves the
 // data written before, and a check finds 0 mismatches; a few of the sets
 // go to the kernel, which assembles them, finds 0 mismatches and the
@@ -351,7 +351,7 @@ func TestGrowSizeKill9(t *testing.T) {
 		lv := levels[round%len(levels)]
 		md := fmt.Sprintf("/dev/md/k9r%d", round)
 		devs := mkArrayDevs(t, dir, md, lv, 16<<20)
-		d := startDaemon(t, runDir, md, devs, "MDTOOL_TEST_GROW_PAUSE="+step)
+		d := startDaemon(t, runDir, md, devs, "MDTOOL_TEST_GROW_SIZE_PAUSE="+step)
 		st0, err := queryStatus(runDir, d.name)
 		if err != nil {
 			t.Fatal(err)

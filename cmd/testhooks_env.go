@@ -17,7 +17,6 @@ import (
 // without this file and reads neither.
 func init() {
 	wrapMember = faults.FromEnv
-	growPauseFromEnv()
 	if err := geometry.FromEnv(); err != nil {
 		fmt.Fprintf(os.Stderr, "mdtool: %v\n", err)
 		os.Exit(2)

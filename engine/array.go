@@ -144,9 +144,9 @@ type Array struct {
 	roles   []*member // by role, nil = missing
 	all     []*member // every device given to Open that took part
 	devs    []Device
-	size    atomic.Int64 // bytes
-	block   int64        // logical block size of the array, bytes
-	unit    int64        // split unit (full stripe) in bytes, 0 = none
+	size    int64 // bytes
+	block   int64 // logical block size of the array, bytes
+	unit    int64 // split unit (full stripe) in bytes, 0 = none
 	maxReq  int64
 	lockSec uint64 // lock region size in sectors for raid1/10
 	pers    personality
@@ -356,8 +356,8 @@ func (a *Array) setGeometry(ref *superblock.Superblock) error {
 		// with this warning; so does the engine, with the same mapping.
 		a.opts.Logf("md/raid10: This RAID10 layout does not provide data safety - please backup and create new array")
 	}
-	a.size.Store(int64(a.geo.ArraySectors()) * 512)
-	if a.size.Load() == 0 {
+	a.size = int64(a.geo.ArraySectors()) * 512
+	if a.size == 0 {
 		// Nothing to serve: members whose data area (or the component
 		// size) is smaller than one chunk, or 0.
 		return fmt.Errorf("%w (%v, component size %d sectors)", ErrZeroSize, a.level, ref.Size)
@@ -537,7 +537,7 @@ func (a *Array) checkRedundancy() error {
 }
 
 // Size is the array size in bytes.
-func (a *Array) Size() int64 { return a.size.Load() }
+func (a *Array) Size() int64 { return a.size }
 
 // BlockSize is the logical block size: requests must be aligned to it.
 func (a *Array) BlockSize() int64 { return a.block }
@@ -692,7 +692,7 @@ func (a *Array) checkIO(n int, off int64) error {
 	if off%a.block != 0 || int64(n)%a.block != 0 {
 		return ErrAlignment
 	}
-	return checkRange(off, int64(n), a.size.Load())
+	return checkRange(off, int64(n), a.size)
 }
 
 // ReadAt reads len(p) bytes at off. off and len(p) must be multiples of
@@ -867,7 +867,7 @@ func (a *Array) zeroOrDiscard(off, n int64, discard bool) error {
 	if off%a.block != 0 || n%a.block != 0 {
 		return ErrAlignment
 	}
-	if err := checkRange(off, n, a.size.Load()); err != nil {
+	if err := checkRange(off, n, a.size); err != nil {
 		return err
 	}
 	key := uint64(off >> 20)

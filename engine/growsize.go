@@ -23,23 +23,23 @@ var ErrNoSpace = errors.New("engine: no space left on device")
 // ErrTooBig is md's E2BIG: an array size larger than the members give.
 var ErrTooBig = errors.New("engine: argument list too long")
 
-// GrowHook, when set (the test build sets it from its environment), is
+// GrowSizeHook, when set (the test build sets it from its environment), is
 // called at the steps of a size change: "members" (the members' own sizes
 // written), "bitmap" (the bitmap resized, the superblocks not yet
 // written) and "resync" (the first resync unit in the region a grow
 // added). It may block: crash tests kill the process there.
-var GrowHook func(step string)
+var GrowSizeHook func(step string)
 
 func growStep(step string) {
-	if GrowHook != nil {
-		GrowHook(step)
+	if GrowSizeHook != nil {
+		GrowSizeHook(step)
 	}
 }
 
 // growState is what size changes keep between calls.
 type growState struct {
 	// resyncFrom is where the region the last grow added starts (sync
-	// space sectors), for GrowHook's "resync" step; 0: none.
+	// space sectors), for GrowSizeHook's "resync" step; 0: none.
 	resyncFrom uint64
 	// bmSpace is md's bitmap_info.space (sectors from the bitmap
 	// superblock) once a resize needed it; 0: not known yet.
@@ -153,19 +153,19 @@ func (a *Array) resizeTo(n, oldSync uint64, assumeClean bool) error {
 	ref := *a.all[0].ls.sb
 	ref.Size = n
 	a.cfgMu.Lock()
-	oldGeo, oldStriped, oldSize := a.geo, a.striped, a.size.Load()
+	oldGeo, oldStriped, oldSize := a.geo, a.striped, a.size
 	err := a.setGeometry(&ref)
-	if err == nil && a.grow.external && oldSize > a.size.Load() {
+	if err == nil && a.grow.external && oldSize > a.size {
 		err = fmt.Errorf("%w: the array size set is larger than the new size", ErrUnsupported)
 	}
 	if err != nil {
 		a.geo, a.striped = oldGeo, oldStriped
-		a.size.Store(oldSize)
+		a.size = oldSize
 		a.cfgMu.Unlock()
 		return err
 	}
 	if a.grow.external {
-		a.size.Store(oldSize) // md_set_array_sectors does nothing
+		a.size = oldSize // md_set_array_sectors does nothing
 	}
 	if sp, ok := a.pers.(*stripedPers); ok {
 		sp.g = a.striped
@@ -280,11 +280,11 @@ func (a *Array) memberSizes(sectors, cur uint64) error {
 	return nil
 }
 
-// growResyncUnit calls GrowHook's "resync" step for a resync unit at p in
+// growResyncUnit calls GrowSizeHook's "resync" step for a resync unit at p in
 // the region the last grow added.
 func (a *Array) growResyncUnit(p uint64) {
-	if GrowHook != nil && a.grow.resyncFrom != 0 && p >= a.grow.resyncFrom {
-		GrowHook("resync")
+	if GrowSizeHook != nil && a.grow.resyncFrom != 0 && p >= a.grow.resyncFrom {
+		GrowSizeHook("resync")
 	}
 }
 
@@ -352,14 +352,14 @@ func (a *Array) SetArraySize(sectors uint64) error {
 	full := a.geo.ArraySectors()
 	if sectors == 0 {
 		a.grow.external = false
-		a.size.Store(int64(full) * 512)
+		a.size = int64(full) * 512
 		return nil
 	}
 	if sectors > full {
 		return ErrTooBig
 	}
 	a.grow.external = true
-	a.size.Store(int64(sectors) * 512)
+	a.size = int64(sectors) * 512
 	return nil
 }
 
