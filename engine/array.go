@@ -179,6 +179,7 @@ type Array struct {
 	suspCond  *sync.Cond
 	userIO    shardedCounter // user requests, for md's is_mddev_idle
 	sc        syncCtl
+	grow      growState // size changes (growsize.go)
 }
 
 // Open assembles the array whose members are devs (in any order; spares
@@ -562,7 +563,11 @@ func (a *Array) IOOpt() int64 { return a.unit }
 func (a *Array) IOMin() int64 { return int64(a.geo.IOMin()) }
 
 // Geometry is the array's data layout.
-func (a *Array) Geometry() layout.Geometry { return a.geo }
+func (a *Array) Geometry() layout.Geometry {
+	a.cfgMu.RLock()
+	defer a.cfgMu.RUnlock()
+	return a.geo
+}
 
 // UUID is the array UUID.
 func (a *Array) UUID() [16]byte { return a.uuid }

@@ -104,7 +104,10 @@ func (r *resyncAction) span(s, total uint64) (uint64, bool, error) {
 	return s + span, r.needed, nil
 }
 
-func (r *resyncAction) unit(p, max uint64) (uint64, error) { return r.a.syncUnit(p, max) }
+func (r *resyncAction) unit(p, max uint64) (uint64, error) {
+	r.a.growResyncUnit(p)
+	return r.a.syncUnit(p, max)
+}
 
 func (r *resyncAction) spanDone(s uint64, work, aborted bool) {
 	if r.hasBM && r.needed {

@@ -91,12 +91,15 @@ type Request struct {
 	// md's default.
 	SpeedMin *uint64 `json:"sync_speed_min,omitempty"`
 	SpeedMax *uint64 `json:"sync_speed_max,omitempty"`
-	// RaidDisks is the new number of devices (OpReshape).
+	// RaidDisks is the new number of devices (OpReshape, OpRaidDevices).
 	RaidDisks int `json:"raid_disks,omitempty"`
 	// Bitmap ("internal" or "none") and BitmapChunk (bytes, 0: mdadm's
 	// choice): OpGrowBitmap (grow_bitmap.go).
 	Bitmap      string `json:"bitmap,omitempty"`
 	BitmapChunk uint64 `json:"bitmap_chunk,omitempty"`
+	// SizeSectors, AssumeClean: OpGrowSize, OpArraySize (grow_size.go).
+	SizeSectors uint64 `json:"size_sectors,omitempty"`
+	AssumeClean bool   `json:"assume_clean,omitempty"`
 }
 
 // Error codes of a Response.
@@ -147,6 +150,10 @@ type Response struct {
 	Number int `json:"number,omitempty"`
 	// Signatures: what a device refused with CodeHoldsData holds.
 	Signatures []string `json:"signatures,omitempty"`
+	// OldSectors, NewSectors: the component size before and after
+	// OpGrowSize.
+	OldSectors uint64 `json:"old_sectors,omitempty"`
+	NewSectors uint64 `json:"new_sectors,omitempty"`
 }
 
 // OpError is a failed operation as the client sees it.
@@ -388,8 +395,10 @@ func (s *Server) do(req Request) Response {
 			return errResponse(err)
 		}
 		return Response{OK: true}
-	case OpFail, OpRemove, OpAdd, OpReAdd, OpAddSpare, OpReplace, OpAction, OpSyncLimits, OpReshape, OpReadOnly, OpReadWrite:
+	case OpFail, OpRemove, OpAdd, OpReAdd, OpAddSpare, OpReplace, OpAction, OpSyncLimits, OpReshape, OpReadOnly, OpReadWrite,
+		OpGrowSize, OpArraySize, OpRaidDevices:
 		switch {
+		case req.Op == OpGrowSize || req.Op == OpArraySize || req.Op == OpRaidDevices:
 		case req.Op == OpAction && req.Action == "":
 			return errResponse(Errorf(CodeInvalid, "%s needs an action", req.Op))
 		case req.Op != OpAction && req.Op != OpSyncLimits && req.Op != OpReshape && req.Op != OpReadOnly && req.Op != OpReadWrite && req.Device == "":

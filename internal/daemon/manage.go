@@ -48,6 +48,12 @@ func (s *Service) Manage(req Request) (*Response, error) {
 		return nil, s.setReadOnly(req.Op == OpReadOnly)
 	case OpGrowBitmap:
 		return nil, s.growBitmap(req)
+	case OpGrowSize:
+		return s.growSize(req)
+	case OpArraySize:
+		return s.arraySize(req)
+	case OpRaidDevices:
+		return s.raidDevices(req)
 	case OpSyncLimits:
 		l := s.cfg.Array.SyncLimitsOf()
 		if req.SpeedMin != nil {
