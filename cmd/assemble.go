@@ -103,6 +103,7 @@ type serveOptions struct {
 	nbdMaxMemory           string
 	nbdIdleTimeout         time.Duration
 	fuse, metrics          string
+	device                 string // --device: the kernel block device door
 	safeModeDelay          time.Duration
 	syncMin, syncMax       uint64
 	verbose                int
@@ -170,6 +171,7 @@ func addServeFlags(f *pflag.FlagSet, s *serveOptions) {
 	f.StringVar(&s.tlsKey, "tls-key", "", "PEM private key of --tls-cert")
 	f.StringVar(&s.tlsCA, "tls-ca", "", "PEM CA certificates: require client certificates signed by them (needs --tls-cert and --tls-key)")
 	addNBDLimitFlags(f, s)
+	addDeviceFlag(f, &s.device)
 	f.StringVar(&s.fuse, "fuse", "", "mount a FUSE file system on DIR holding the array as one file")
 	f.StringVar(&s.metrics, "metrics", "", "serve Prometheus metrics on ADDR (HOST:PORT) at /metrics")
 	f.DurationVar(&s.safeModeDelay, "safe-mode-delay", 200*time.Millisecond, "idle time after the last write before the array is marked clean (md safe_mode_delay)")
@@ -234,6 +236,7 @@ type assembler struct {
 	started     []*startedArray
 	reg         *metrics.Registry
 	metricsAddr string // the address metrics are served on
+	doorNoted   bool   // the "no block device" line was said
 }
 
 type startedArray struct {
@@ -318,6 +321,9 @@ func checkAssembleFlags(o *assembleOptions, args []string) ([16]byte, error) {
 		return uuid, usagef("an md device must be given in --assemble mode (or --scan)")
 	}
 	if err := o.srv.checkTLSFlags(); err != nil {
+		return uuid, err
+	}
+	if err := checkDeviceFlag(o.srv.device); err != nil {
 		return uuid, err
 	}
 	if _, _, _, err := o.srv.nbdLimits(); err != nil {
@@ -1460,6 +1466,7 @@ func (as *assembler) start(j assembleJob, mddev, name string, devs []*asmDev, or
 	if as.verbose > 0 {
 		as.reportServing(mddev, svc)
 	}
+	as.reportDoor(mddev, svc)
 	as.started = append(as.started, &startedArray{name: name, dev: mddev, uuid: svc.Array().UUID(), svc: svc})
 	return ExitOK
 }
@@ -1470,7 +1477,7 @@ func (as *assembler) launchConfig(mddev, name string, devs []*asmDev, order []in
 	lc := daemon.LaunchConfig{Name: name, Device: mddev, RunDir: as.o.srv.runDir, Lock: lock,
 		SuperMinor: devs[order[0]].minor, ReadOnly: as.o.readonly, Force: as.o.force,
 		SafeModeDelay: as.o.srv.safeModeDelay, SyncMinKBps: as.o.srv.syncMin, SyncMaxKBps: as.o.srv.syncMax,
-		NBDSocket: as.o.srv.nbdSocket, NBDListen: as.o.srv.nbdListen, FUSEDir: as.o.srv.fuse,
+		NBDSocket: as.o.srv.nbdSocket, NBDListen: as.o.srv.nbdListen, FUSEDir: as.o.srv.fuse, BlockDevice: as.o.srv.device,
 		TLSCert: as.o.srv.tlsCert, TLSKey: as.o.srv.tlsKey, TLSCA: as.o.srv.tlsCA,
 		Metrics: as.reg, MetricsAddr: as.metricsAddr, WrapDevice: wrapMember,
 		// The device name is an argument, never part of the format, and

@@ -223,3 +223,7 @@ func BackendOf(index int) string {
 	}
 	return strings.TrimSpace(string(b))
 }
+
+// Disconnect disconnects device index, e.g. one that a killed server left
+// configured and that nobody will re-attach.
+func Disconnect(index int) error { return ioctl.NBDDisconnect(index) }
