@@ -113,6 +113,10 @@ func stopArray(runDir, dev string, force bool, timeout time.Duration) error {
 		return err
 	}
 	cl, err := daemon.Dial(runDir, name)
+	if n, ok := daemon.NameForDevice(runDir, dev); err != nil && ok {
+		name = n // the block device (/dev/nbd0) or a link to it
+		cl, err = daemon.Dial(runDir, name)
+	}
 	if err != nil {
 		return err
 	}

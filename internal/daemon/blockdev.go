@@ -279,3 +279,23 @@ func (s *Service) DoorNote() string { return s.doorNote }
 // (mounted: the file system sees I/O errors) or NBD clients are connected
 // (control request stop with force, "mdtool stop --force").
 func (s *Service) StopForce() error { return s.stop(true) }
+
+// NameForDevice finds the running array whose block device dev is (the
+// node, or a link to it, e.g. /dev/nbd0): its run-directory name.
+func NameForDevice(runDir, dev string) (string, bool) {
+	real, err := filepath.EvalSymlinks(dev)
+	if err != nil {
+		return "", false
+	}
+	names, err := Names(runDir)
+	if err != nil {
+		return "", false
+	}
+	for _, n := range names {
+		p := PathsFor(runDir, n)
+		if rec, err := ReadDoorRecord(p); err == nil && rec != nil && rec.Path == real && Held(p) {
+			return n, true
+		}
+	}
+	return "", false
+}

@@ -39,8 +39,11 @@ import (
 type Options struct {
 	// Conns is the number of connections (default min(4, NumCPU)).
 	Conns int
-	// Timeout is the kernel's request timeout (default 10 minutes: a
-	// request that takes longer makes the kernel drop its connection).
+	// Timeout is the kernel's request timeout (default 1 minute). With
+	// several connections a request that takes longer makes the kernel
+	// drop its connection and send it on another one; requests a killed
+	// server took are sent again after it, on the connections Reattach
+	// gave.
 	Timeout time.Duration
 	// DeadConnTimeout is how long the kernel keeps requests once every
 	// connection is dead, waiting for Reattach (default 2 minutes).
@@ -58,7 +61,7 @@ type Options struct {
 
 // Defaults of Options.
 const (
-	DefaultTimeout         = 10 * time.Minute
+	DefaultTimeout         = time.Minute
 	DefaultDeadConnTimeout = 2 * time.Minute
 )
 
