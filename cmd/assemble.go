@@ -61,6 +61,21 @@ default background mode a child process that outlives the command) until
          there by a daemon killed with SIGKILL is detached first
   HTTP   Prometheus metrics at http://ADDR/metrics with --metrics ADDR
 
+and, as md's arrays are, as a kernel block device (--device, default
+auto: ublk when /dev/ublk-control exists, else the kernel NBD client,
+loading the nbd module if needed, else none, saying once why):
+
+  nbd    /dev/nbdN, connected over generic netlink with several
+         in-process connections; NBD carries no io_min/io_opt hints
+  ublk   /dev/ublkbN
+  none   no block device
+
+The md device name becomes a link to it (/dev/md/data -> ../nbd0, as udev
+makes for md; a /dev/mdN the user named too, unless a real md node holds
+it), removed at stop. A daemon killed with SIGKILL leaves the device
+configured: the next assemble of the array gives the same /dev/nbdN new
+connections within two minutes and the requests waiting on it continue.
+
 NBD clients share bounded resources: at most --nbd-max-clients connections
 (default 64; more are closed at once), at most --nbd-max-memory of request
 data in flight over all of them (default 256M; requests wait for it), and a

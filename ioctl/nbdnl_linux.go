@@ -313,7 +313,22 @@ func genlCall(family uint16, cmd, version uint8, attrs []byte) ([][]byte, error)
 var (
 	nbdFamilyMu sync.Mutex
 	nbdFamilyID uint16
+	nbdMissing  bool
 )
+
+// canLoadModules says whether modprobe can work: the kernel loads modules
+// (/proc/modules) and has a module tree.
+func canLoadModules() bool {
+	if _, err := os.Stat("/proc/modules"); err != nil {
+		return false
+	}
+	var u unix.Utsname
+	if unix.Uname(&u) != nil {
+		return false
+	}
+	_, err := os.Stat("/lib/modules/" + unix.ByteSliceToString(u.Release[:]))
+	return err == nil
+}
 
 // nbdFamily resolves the "nbd" generic netlink family, loading the module
 // (modprobe nbd) when it is missing.
@@ -323,14 +338,18 @@ func nbdFamily() (uint16, error) {
 	if nbdFamilyID != 0 {
 		return nbdFamilyID, nil
 	}
+	if nbdMissing {
+		return 0, ErrNoNBD
+	}
 	id, err := genlFamily(nbdFamilyName)
-	if errors.Is(err, syscall.ENOENT) {
+	if errors.Is(err, syscall.ENOENT) && canLoadModules() {
 		if p, lerr := exec.LookPath("modprobe"); lerr == nil {
 			exec.Command(p, "-q", "nbd").Run()
 			id, err = genlFamily(nbdFamilyName)
 		}
 	}
 	if errors.Is(err, syscall.ENOENT) {
+		nbdMissing = true // for this process: modprobe is not tried again
 		return 0, ErrNoNBD
 	}
 	if err != nil {
