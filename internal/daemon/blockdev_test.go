@@ -119,3 +119,37 @@ func TestDeviceBusyLoop(t *testing.T) {
 		t.Fatalf("released %s: %v", loop, err)
 	}
 }
+
+// TestAttachDoorStaleRecord: a daemon that attaches no block device
+// removes what a killed one recorded (its links, NAME.dev); ublk is not
+// built in yet and an unknown kind is refused.
+func TestAttachDoorStaleRecord(t *testing.T) {
+	dir := t.TempDir()
+	p := PathsFor(dir, "x")
+	link := filepath.Join(dir, "md-x")
+	os.Symlink("nbd0", link)
+	if err := writeDoorRecord(p, &DoorRecord{Kind: DoorNBD, Index: 1 << 20, Path: "/dev/nbd1048576", Links: []string{link}}); err != nil {
+		t.Fatal(err)
+	}
+	s := &Service{cfg: Config{RunDir: dir, Name: "x", BlockDevice: DoorNone, Logf: t.Logf}}
+	if err := s.attachDoor(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Lstat(link); !os.IsNotExist(err) {
+		t.Errorf("stale link kept: %v", err)
+	}
+	if r, _ := ReadDoorRecord(p); r != nil {
+		t.Errorf("stale record kept: %+v", r)
+	}
+	if d, _ := s.Door(); d != nil {
+		t.Errorf("door %v with --device=none", d)
+	}
+	s.cfg.BlockDevice = DoorUblk
+	if err := s.attachDoor(); !errors.Is(err, ErrUblkNotBuilt) {
+		t.Errorf("ublk: %v", err)
+	}
+	s.cfg.BlockDevice = "bogus"
+	if err := s.attachDoor(); err == nil {
+		t.Error("an unknown door kind was accepted")
+	}
+}
