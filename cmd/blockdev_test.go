@@ -1,9 +1,11 @@
 package cmd
 
 import (
+	"net"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"mdtool/internal/serve/kernelnbd"
 )
@@ -65,4 +67,34 @@ func TestDeviceAutoWithoutDoor(t *testing.T) {
 	if got := s.stderr.String(); strings.Contains(got, "block device") {
 		t.Errorf("--device=none:\n%s", got)
 	}
+}
+
+// TestStopForce: stop --force is answered (the daemon sends the answer
+// before it closes its control socket) and stops the array while an NBD
+// client is connected, which plain stop refuses with mdadm's words.
+func TestStopForce(t *testing.T) {
+	dir := t.TempDir()
+	runDir := filepath.Join(dir, "run")
+	devs := mkArray(t, dir, "/dev/md/sf", 2, 32<<20, "-l1", "-n2", "--assume-clean")
+	s := serve(t, runDir, "/dev/md/sf", append([]string{"--device=none"}, devs...)...)
+	c, err := net.Dial("unix", filepath.Join(runDir, "sf.nbd"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		code, _, errs := mdtool(t, "stop", "--run-dir", runDir, "/dev/md/sf")
+		if code == 1 && strings.Contains(errs, "mdtool: Cannot get exclusive access to /dev/md/sf:Perhaps a running process, mounted filesystem or active volume group?\n") {
+			break
+		}
+		if code == 0 || time.Now().After(deadline) {
+			t.Fatalf("stop with a client connected: exit %d: %s", code, errs)
+		}
+	}
+	code, _, errs := mdtool(t, "stop", "--force", "--run-dir", runDir, "/dev/md/sf")
+	if code != 0 || errs != "mdtool: stopped /dev/md/sf\n" {
+		t.Fatalf("stop --force: exit %d: %q", code, errs)
+	}
+	s.wait()
 }

@@ -278,7 +278,12 @@ func (s *Service) DoorNote() string { return s.doorNote }
 // StopForce stops the array even while its block device is in use
 // (mounted: the file system sees I/O errors) or NBD clients are connected
 // (control request stop with force, "mdtool stop --force").
-func (s *Service) StopForce() error { return s.stop(true) }
+func (s *Service) StopForce() error {
+	s.mu.Lock()
+	s.answerStop = true
+	s.mu.Unlock()
+	return s.stop(true)
+}
 
 // NameForDevice finds the running array whose block device dev is (the
 // node, or a link to it, e.g. /dev/nbd0): its run-directory name.

@@ -98,6 +98,7 @@ type Service struct {
 	doorLinks      []string // md names linked to it
 	doorReattached bool
 	doorNote       string // why "auto" found no door
+	answerStop     bool   // a forced stop asked on the control socket (StopForce)
 
 	launched []string // Launch's members (LaunchedPaths)
 
@@ -269,7 +270,7 @@ func (s *Service) stop(force bool) error {
 	s.stopErr = err
 	// The control socket goes last: the stop request is answered on it.
 	go func() {
-		if !force {
+		if !force || s.answerStop {
 			// Let the server send the answer before closing it.
 			select {
 			case <-s.ctl.Stopped():
