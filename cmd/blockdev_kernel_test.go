@@ -53,7 +53,8 @@ func wantLines(t *testing.T, out string, lines ...string) {
 // Then the kernel md driver assembles the same disks: e2fsck clean, same
 // files, check gives mismatch_cnt 0. The reverse: a raid5 made by mdadm
 // and the kernel is assembled by mdtool as a block device and mounts with
-// the same files.
+// the same files; stop --force stops it while mounted, removes the link
+// and leaves the superblocks clean.
 func TestKernelNBDProvisioning(t *testing.T) {
 	mdvm.Require(t)
 	dir := t.TempDir()
@@ -72,7 +73,8 @@ func TestKernelNBDProvisioning(t *testing.T) {
 		"mdtool: stopped /dev/md0\nstop rc=0\n",
 		"assemble-scan rc=0\n", "f1: OK\nf2: OK\nf3: OK\nf4: OK\n", "\ne2fsck rc=0\n",
 		"kernel e2fsck rc=0\n", "kernel md5 OK\n", "kernel mismatch_cnt=0\n",
-		"/dev/md/rev -> ../nbd0\n", "rev md5 OK\n", "rev e2fsck rc=0\n", "rev stop rc=0\n")
+		"/dev/md/rev -> ../nbd0\n", "rev md5 OK\n", "rev e2fsck rc=0\n", "rev stop rc=0\n",
+		"mdtool: stopped /dev/md/rev\nforced stop rc=0\n", "\n3\nDONE")
 }
 
 // TestKernelNBDFioAndKill: fio verify (libaio, O_DIRECT, crc32c, 4 jobs,
@@ -135,7 +137,14 @@ ls -l /dev/md/rev
 mount /dev/md/rev /mnt && (cd /mnt && md5sum -c /tmp/rsums) && echo "rev md5 OK"; umount /mnt
 $B/e2fsck -fn /dev/md/rev >/tmp/fsck 2>&1; echo "rev e2fsck rc=$?"
 $M --stop /dev/md/rev; echo "rev stop rc=$?"
-ls /dev/md/ 2>&1
+[ -e /dev/md/rev ] && fail "/dev/md/rev left after stop"
+echo "== stop --force while mounted"
+$M --assemble /dev/md/rev $L >/dev/null 2>&1 || fail "assemble rev again"
+mount /dev/md/rev /mnt || fail "mount rev again"
+$M --stop --force /dev/md/rev; echo "forced stop rc=$?"
+umount -l /mnt
+[ -e /dev/md/rev ] && fail "/dev/md/rev left after a forced stop"
+mdadm --examine $L | grep -c "State : clean"
 echo DONE
 `
 
