@@ -1,6 +1,7 @@
 package cmd
 
 import (
+	"io"
 	"net"
 	"path/filepath"
 	"strings"
@@ -82,6 +83,11 @@ func TestStopForce(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
+	// The server's greeting: the connection is accepted (and counted).
+	c.SetReadDeadline(time.Now().Add(60 * time.Second))
+	if _, err := io.ReadFull(c, make([]byte, 18)); err != nil {
+		t.Fatalf("NBD greeting: %v", err)
+	}
 	deadline := time.Now().Add(60 * time.Second)
 	for {
 		code, _, errs := mdtool(t, "stop", "--run-dir", runDir, "/dev/md/sf")
