@@ -62,6 +62,21 @@ default background mode a child process that outlives the command) until
          there by a daemon killed with SIGKILL is detached first
   HTTP   Prometheus metrics at http://ADDR/metrics with --metrics ADDR
 
+and, as md's arrays are, as a kernel block device (--device, default
+auto: ublk when /dev/ublk-control exists, else the kernel NBD client,
+loading the nbd module if needed, else none, saying once why):
+
+  nbd    /dev/nbdN, connected over generic netlink with several
+         in-process connections; NBD carries no io_min/io_opt hints
+  ublk   /dev/ublkbN
+  none   no block device
+
+The md device name becomes a link to it (/dev/md/data -> ../nbd0, as udev
+makes for md; a /dev/mdN the user named too, unless a real md node holds
+it), removed at stop. A daemon killed with SIGKILL leaves the device
+configured: the next assemble of the array gives the same /dev/nbdN new
+connections within two minutes and the requests waiting on it continue.
+
 NBD clients share bounded resources: at most --nbd-max-clients connections
 (default 64; more are closed at once), at most --nbd-max-memory of request
 data in flight over all of them (default 256M; requests wait for it), and a
@@ -106,6 +121,7 @@ type serveOptions struct {
 	remoteTimeout          time.Duration // members on NBD servers
 	remoteReAdd            time.Duration // automatic re-add of those (0: off)
 	fuse, metrics          string
+	device                 string // --device: the kernel block device door
 	safeModeDelay          time.Duration
 	syncMin, syncMax       uint64
 	verbose                int
@@ -173,6 +189,7 @@ func addServeFlags(f *pflag.FlagSet, s *serveOptions) {
 	f.StringVar(&s.tlsKey, "tls-key", "", "PEM private key of --tls-cert")
 	f.StringVar(&s.tlsCA, "tls-ca", "", "PEM CA certificates: require client certificates signed by them (needs --tls-cert and --tls-key)")
 	addNBDLimitFlags(f, s)
+	addDeviceFlag(f, &s.device)
 	f.StringVar(&s.fuse, "fuse", "", "mount a FUSE file system on DIR holding the array as one file")
 	f.StringVar(&s.metrics, "metrics", "", "serve Prometheus metrics on ADDR (HOST:PORT) at /metrics")
 	f.DurationVar(&s.safeModeDelay, "safe-mode-delay", 200*time.Millisecond, "idle time after the last write before the array is marked clean (md safe_mode_delay)")
@@ -237,6 +254,7 @@ type assembler struct {
 	started     []*startedArray
 	reg         *metrics.Registry
 	metricsAddr string // the address metrics are served on
+	doorNoted   bool   // the "no block device" line was said
 }
 
 type startedArray struct {
@@ -321,6 +339,9 @@ func checkAssembleFlags(o *assembleOptions, args []string) ([16]byte, error) {
 		return uuid, usagef("an md device must be given in --assemble mode (or --scan)")
 	}
 	if err := o.srv.checkTLSFlags(); err != nil {
+		return uuid, err
+	}
+	if err := checkDeviceFlag(o.srv.device); err != nil {
 		return uuid, err
 	}
 	if _, _, _, err := o.srv.nbdLimits(); err != nil {
@@ -1473,6 +1494,7 @@ func (as *assembler) start(j assembleJob, mddev, name string, devs []*asmDev, or
 	if as.verbose > 0 {
 		as.reportServing(mddev, svc)
 	}
+	as.reportDoor(mddev, svc)
 	as.started = append(as.started, &startedArray{name: name, dev: mddev, uuid: svc.Array().UUID(), svc: svc})
 	return ExitOK
 }
@@ -1483,7 +1505,7 @@ func (as *assembler) launchConfig(mddev, name string, devs []*asmDev, order []in
 	lc := daemon.LaunchConfig{Name: name, Device: mddev, RunDir: as.o.srv.runDir, Lock: lock,
 		SuperMinor: devs[order[0]].minor, ReadOnly: as.o.readonly, Force: as.o.force,
 		SafeModeDelay: as.o.srv.safeModeDelay, SyncMinKBps: as.o.srv.syncMin, SyncMaxKBps: as.o.srv.syncMax,
-		NBDSocket: as.o.srv.nbdSocket, NBDListen: as.o.srv.nbdListen, FUSEDir: as.o.srv.fuse,
+		NBDSocket: as.o.srv.nbdSocket, NBDListen: as.o.srv.nbdListen, FUSEDir: as.o.srv.fuse, BlockDevice: as.o.srv.device,
 		TLSCert: as.o.srv.tlsCert, TLSKey: as.o.srv.tlsKey, TLSCA: as.o.srv.tlsCA,
 		Metrics: as.reg, MetricsAddr: as.metricsAddr, WrapDevice: wrapMember, RemoteTimeout: as.o.srv.remoteTimeout, RemoteReAdd: as.o.srv.remoteReAdd,
 		// The device name is an argument, never part of the format, and

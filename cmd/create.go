@@ -124,6 +124,7 @@ EXIT STATUS
 	f.BoolVar(&o.refuseData, "refuse-data", false, "refuse devices holding an md superblock, a filesystem or a partition table unless --force (mdadm warns and asks)")
 	f.BoolVar(&o.start, "start", true, "start serving the new array, as mdadm --create starts it (false: metadata only)")
 	addNBDLimitFlags(f, &o.srv)
+	addDeviceFlag(f, &o.srv.device)
 	f.StringVar(&o.mdadmConf, "config", "", "mdadm.conf to read (HOMEHOST, CREATE)")
 	_ = f.MarkHidden("config")
 	for _, n := range []string{"raid-disks", "spare-disks", "rounding", "parity"} {
@@ -180,7 +181,7 @@ func runCreate(c *cobra.Command, env *Env, o *createOptions, args []string) erro
 			members[i] = nil
 		}
 	}
-	if err := startCreated(env, mddev, paths, nbdLimitArgs(c.Flags())...); err != nil {
+	if err := startCreated(env, mddev, paths, append(nbdLimitArgs(c.Flags()), "--device="+o.srv.device)...); err != nil {
 		return err
 	}
 	fmt.Fprintf(env.Stderr, "mdtool: array %s started.\n", mddev)
@@ -204,6 +205,9 @@ func (o *createOptions) planOptions(c *cobra.Command, env *Env, mddev string) (p
 		Now:          env.Now(),
 	}
 	if _, _, _, err := o.srv.nbdLimits(); err != nil {
+		return opts, err
+	}
+	if err := checkDeviceFlag(o.srv.device); err != nil {
 		return opts, err
 	}
 	if o.level == "" {

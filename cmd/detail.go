@@ -200,7 +200,14 @@ func detailStatus(runDir, dev string) (*daemon.Status, error) {
 	if err != nil {
 		return nil, errors.New("not an md device name")
 	}
-	return statusByName(runDir, name)
+	st, err := statusByName(runDir, name)
+	if err != nil {
+		// The block device (/dev/nbd0) or a link to it.
+		if n, ok := daemon.NameForDevice(runDir, dev); ok {
+			return statusByName(runDir, n)
+		}
+	}
+	return st, err
 }
 
 // statusByName asks the daemon of the run-directory entry name (as
@@ -534,10 +541,13 @@ func (d *detailView) writeTable(w io.Writer) {
 // writeExports adds where the array is served (mdtool only).
 func (d *detailView) writeExports(w io.Writer) {
 	st := d.st
-	if st.NBDSocket == "" && st.NBDListen == "" && st.FUSEFile == "" && st.Metrics == "" {
+	if st.NBDSocket == "" && st.NBDListen == "" && st.FUSEFile == "" && st.Metrics == "" && st.KernelDevice == "" {
 		return
 	}
 	fmt.Fprintf(w, "\n")
+	if st.KernelDevice != "" {
+		fmt.Fprintf(w, "      Block Device : %s (%s)\n", st.KernelDevice, st.KernelDeviceKind)
+	}
 	if st.NBDSocket != "" {
 		fmt.Fprintf(w, "        NBD Socket : %s\n", st.NBDSocket)
 	}
@@ -744,6 +754,10 @@ type detailJSONExports struct {
 	NBDTLS    bool   `json:"nbd_tls,omitempty"`
 	FUSEFile  string `json:"fuse_file,omitempty"`
 	Metrics   string `json:"metrics,omitempty"`
+	// BlockDevice is the kernel block device serving the array
+	// (/dev/nbdN), BlockDeviceKind its door (nbd, ublk).
+	BlockDevice     string `json:"block_device,omitempty"`
+	BlockDeviceKind string `json:"block_device_kind,omitempty"`
 }
 
 type detailJSONDaemon struct {
@@ -764,7 +778,7 @@ func (d *detailView) json(dev string) *detailJSON {
 		FailedDevices: d.failed, SpareDevices: d.spare, ConsistencyPolicy: d.consistencyPolicy(),
 		Name: d.setName32(), Local: d.local(), UUID: uuidText(sb.SetUUID, ':'), Events: sb.Events,
 		Exports: detailJSONExports{NBDSocket: st.NBDSocket, NBDTCP: st.NBDListen, NBDTLS: st.NBDTLS,
-			FUSEFile: st.FUSEFile, Metrics: st.Metrics},
+			FUSEFile: st.FUSEFile, Metrics: st.Metrics, BlockDevice: st.KernelDevice, BlockDeviceKind: st.KernelDeviceKind},
 		Daemon:       detailJSONDaemon{PID: st.PID, Started: st.Started.UTC().Format(time.RFC3339), Name: st.Name},
 		FailedReason: st.FailedReason,
 		Sync:         syncJSON(st),

@@ -218,7 +218,7 @@ func runManage(env *Env, c *cobra.Command, args []string, runDir string) error {
 		return nil
 	}
 	if len(ops) == 0 && stop {
-		return runStop(env, []string{m.mddev}, false, runDir, stopTimeout, m.verb)
+		return runStop(env, []string{m.mddev}, false, false, runDir, stopTimeout, m.verb)
 	}
 	if len(ops) == 0 {
 		return usagef("no devices given for %s", m.mddev)
@@ -267,7 +267,7 @@ func runManage(env *Env, c *cobra.Command, args []string, runDir string) error {
 	}
 	if stop {
 		cl.Close()
-		return runStop(env, []string{m.mddev}, false, runDir, stopTimeout, m.verb)
+		return runStop(env, []string{m.mddev}, false, false, runDir, stopTimeout, m.verb)
 	}
 	return nil
 }

@@ -21,16 +21,20 @@ an array stops (so that mdadm and the kernel can assemble the members
 afterwards), releases the members and exits. stop returns when the daemon
 is gone.
 
-Like mdadm, stop refuses while the array is in use: an NBD client is
-connected or the FUSE file is open (e.g. attached to a loop device). SIGTERM
-to the daemon stops the array regardless.
+Like mdadm, stop refuses while the array is in use: its block device
+(/dev/nbdN, /dev/ublkbN, see assemble --device) is mounted or open
+exclusively, an NBD client is connected or the FUSE file is open (e.g.
+attached to a loop device). --force (or SIGTERM to the daemon) stops it
+regardless; its users then get I/O errors. A clean stop flushes the block
+device, detaches it from the kernel, removes the /dev/md/NAME link, then
+writes the superblocks clean.
 
 EXIT STATUS
   0  every array was stopped
   1  an array is not running, is in use, or could not be stopped`
 
 func newStopCmd(env *Env) *cobra.Command {
-	var scan bool
+	var scan, force bool
 	var runDir string
 	var timeout time.Duration
 	c := &cobra.Command{
@@ -45,17 +49,18 @@ func newStopCmd(env *Env) *cobra.Command {
 			if q, _ := c.Flags().GetBool("quiet"); q {
 				verbose = -1
 			}
-			return runStop(env, args, scan, runDir, timeout, verbose)
+			return runStop(env, args, scan, force, runDir, timeout, verbose)
 		},
 	}
 	f := c.Flags()
 	f.BoolVarP(&scan, "scan", "s", false, "stop every running array")
+	f.BoolVarP(&force, "force", "f", false, "stop even while the array is in use (mounted, open, NBD clients): its users get I/O errors")
 	f.DurationVar(&timeout, "timeout", stopTimeout, "how long to wait for a daemon to finish")
 	addRunDirFlag(f, &runDir)
 	return c
 }
 
-func runStop(env *Env, args []string, scan bool, runDir string, timeout time.Duration, verbose int) error {
+func runStop(env *Env, args []string, scan, force bool, runDir string, timeout time.Duration, verbose int) error {
 	if scan && len(args) > 0 {
 		return exitf(ExitFailure, "--stop not meaningful with both a --scan assembly and a device name.")
 	}
@@ -79,7 +84,7 @@ func runStop(env *Env, args []string, scan bool, runDir string, timeout time.Dur
 	rv := ExitOK
 	for _, raw := range devs {
 		dev := escName(raw) // as shown; raw names the array
-		if err := stopArray(runDir, raw, timeout); err != nil {
+		if err := stopArray(runDir, raw, force, timeout); err != nil {
 			var oe *daemon.OpError
 			switch {
 			case errors.As(err, &oe) && oe.Code == daemon.CodeBusy:
@@ -107,19 +112,23 @@ func runStop(env *Env, args []string, scan bool, runDir string, timeout time.Dur
 
 // stopArray asks the daemon of dev to stop and waits until it released
 // the array.
-func stopArray(runDir, dev string, timeout time.Duration) error {
+func stopArray(runDir, dev string, force bool, timeout time.Duration) error {
 	name, err := daemon.ArrayName(dev)
 	if err != nil {
 		return err
 	}
 	cl, err := daemon.Dial(runDir, name)
+	if n, ok := daemon.NameForDevice(runDir, dev); err != nil && ok {
+		name = n // the block device (/dev/nbd0) or a link to it
+		cl, err = daemon.Dial(runDir, name)
+	}
 	if err != nil {
 		return err
 	}
 	defer cl.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	if _, err := cl.Call(ctx, daemon.Request{Op: daemon.OpStop}); err != nil {
+	if _, err := cl.Call(ctx, daemon.Request{Op: daemon.OpStop, Force: force}); err != nil {
 		return err
 	}
 	p := daemon.PathsFor(runDir, name)

@@ -79,7 +79,8 @@ type Request struct {
 	// With is the spare that replaces Device (OpReplace).
 	With string `json:"with,omitempty"`
 	// Force adds a device that holds a filesystem, a partition table or
-	// another array's superblock (OpAdd, OpReAdd, OpAddSpare).
+	// another array's superblock (OpAdd, OpReAdd, OpAddSpare); OpStop
+	// stops even while the array is in use.
 	Force       bool `json:"force,omitempty"`
 	WriteMostly bool `json:"write_mostly,omitempty"`
 	// More: another add of the same command follows (OpAdd, OpAddSpare,
@@ -231,6 +232,13 @@ type Status struct {
 	NBDTLS    bool   `json:"nbd_tls,omitempty"`
 	FUSEFile  string `json:"fuse_file,omitempty"`
 	Metrics   string `json:"metrics,omitempty"`
+
+	// KernelDevice is the block device serving the array (/dev/nbdN),
+	// KernelDeviceKind its door (nbd, ublk); KernelDeviceNote says why
+	// "auto" attached none.
+	KernelDevice     string `json:"kernel_device,omitempty"`
+	KernelDeviceKind string `json:"kernel_device_kind,omitempty"`
+	KernelDeviceNote string `json:"kernel_device_note,omitempty"`
 }
 
 // MemberStatus is one member device (or an empty slot, State "missing").
@@ -391,7 +399,11 @@ func (s *Server) do(req Request) Response {
 		}
 		return Response{OK: true, Status: st}
 	case OpStop:
-		if err := s.h.Stop(); err != nil {
+		stop := s.h.Stop
+		if f, ok := s.h.(interface{ StopForce() error }); ok && req.Force {
+			stop = f.StopForce // stop --force: even while in use
+		}
+		if err := stop(); err != nil {
 			return errResponse(err)
 		}
 		return Response{OK: true}

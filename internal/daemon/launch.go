@@ -44,6 +44,7 @@ type LaunchConfig struct {
 	NBDMaxBytes    int64
 	NBDIdleTimeout time.Duration
 	FUSEDir        string
+	BlockDevice    string // as Config.BlockDevice
 	// TLSCert, TLSKey and TLSCA, if a certificate or key is given, are
 	// loaded with LoadTLS.
 	TLSCert, TLSKey, TLSCA string
@@ -201,7 +202,7 @@ func launchServiceConfig(lc *LaunchConfig, arr *engine.Array, specs []MemberSpec
 	}
 	return Config{Name: lc.Name, Device: lc.Device, RunDir: lc.RunDir, Lock: lc.Lock, Array: arr,
 		Members: specs, SuperMinor: lc.SuperMinor, ReadOnly: lc.ReadOnly,
-		NBDSocket: lc.NBDSocket, NBDListen: lc.NBDListen, FUSEDir: lc.FUSEDir,
+		NBDSocket: lc.NBDSocket, NBDListen: lc.NBDListen, FUSEDir: lc.FUSEDir, BlockDevice: lc.BlockDevice,
 		NBDMaxConns: lc.NBDMaxConns, NBDMaxBytes: lc.NBDMaxBytes, NBDIdleTimeout: lc.NBDIdleTimeout,
 		Metrics: ma, MetricsAddr: lc.MetricsAddr,
 		SyncLimits: engine.SyncLimits{MinKBps: lc.SyncMinKBps, MaxKBps: lc.SyncMaxKBps},

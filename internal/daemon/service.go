@@ -60,6 +60,9 @@ type Config struct {
 	NBDIdleTimeout time.Duration
 	// FUSEDir, if set, is mounted with one file named Name.
 	FUSEDir string
+	// BlockDevice is the kernel block device door: DoorAuto, DoorUblk,
+	// DoorNBD or DoorNone ("" is DoorNone).
+	BlockDevice string
 	// Metrics receives the array's metrics (nil: none); MetricsAddr is
 	// shown in the status.
 	Metrics     *metrics.Array
@@ -96,6 +99,12 @@ type Service struct {
 	nbdPath  string
 	nbdAddr  string
 	fuse     *fuseexport.Server
+
+	door           Door     // the kernel block device, if any (blockdev.go)
+	doorLinks      []string // md names linked to it
+	doorReattached bool
+	doorNote       string // why "auto" found no door
+	answerStop     bool   // a forced stop asked on the control socket (StopForce)
 
 	launched []string // Launch's members (LaunchedPaths)
 
@@ -171,6 +180,9 @@ func Start(cfg Config) (*Service, error) {
 			return nil, fmt.Errorf("FUSE %s: %w", cfg.FUSEDir, err)
 		}
 	}
+	if err = s.attachDoor(); err != nil {
+		return nil, fmt.Errorf("block device: %w", err)
+	}
 	if s.ctl, err = NewServer(p.Control(), s); err != nil {
 		return nil, fmt.Errorf("control socket %s: %w", p.Control(), err)
 	}
@@ -234,6 +246,9 @@ func (s *Service) stop(force bool) error {
 		return nil
 	}
 	if !force {
+		if err := s.doorBusy(); err != nil {
+			return err
+		}
 		// Like mdadm's STOP_ARRAY retries: a client that is just going
 		// away gets up to five seconds.
 		for i := 0; i < 100 && s.nbdConns.Load() > 0; i++ {
@@ -264,7 +279,7 @@ func (s *Service) stop(force bool) error {
 	s.stopErr = err
 	// The control socket goes last: the stop request is answered on it.
 	go func() {
-		if !force {
+		if !force || s.answerStop {
 			// Let the server send the answer before closing it.
 			select {
 			case <-s.ctl.Stopped():
@@ -286,6 +301,9 @@ func (s *Service) stop(force bool) error {
 // detached lazily.
 func (s *Service) closeExports(force bool) error {
 	var errs []error
+	if err := s.detachDoor(); err != nil {
+		errs = append(errs, fmt.Errorf("block device: %w", err))
+	}
 	if s.fuse != nil {
 		if err := s.fuse.Unmount(); err != nil {
 			if force {
@@ -393,6 +411,10 @@ func (s *Service) Status() (*Status, error) {
 		FUSEFile:         s.FUSEFile(),
 		Metrics:          s.cfg.MetricsAddr,
 		ComponentSectors: g.DevSectors(0),
+		KernelDeviceNote: s.doorNote,
+	}
+	if s.door != nil {
+		st.KernelDevice, st.KernelDeviceKind = s.door.Path(), s.door.Kind()
 	}
 	ss := a.SyncStatus()
 	if ss.Action != "" {

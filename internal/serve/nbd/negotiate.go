@@ -30,7 +30,9 @@ type conn struct {
 	tlsActive  bool
 	structured bool
 	negotiated bool // the client asked for NBD_INFO_BLOCK_SIZE in NBD_OPT_GO
-	optBuf     []byte
+	// preNegotiated: served by ServeTransmission (no handshake, never idle)
+	preNegotiated bool
+	optBuf        []byte
 
 	// Activity, for the idle sweep. rseq grows by 2 per request read and
 	// is odd while a WRITE payload is being read; wseq grows by 2 per
@@ -71,7 +73,7 @@ func (c *conn) sweep() {
 	c.mu.Lock()
 	t, closing := c.tx, c.closing
 	c.mu.Unlock()
-	if t == nil || closing {
+	if t == nil || closing || c.preNegotiated {
 		return
 	}
 	r, w := c.rseq.Load(), c.wseq.Load()
