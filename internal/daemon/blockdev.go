@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"context"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -9,10 +10,12 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 
 	"mdtool/internal/serve/kernelnbd"
+	"mdtool/internal/serve/ublkexport"
 )
 
 // The kernel block device an array is served as (Config.BlockDevice).
@@ -22,9 +25,6 @@ const (
 	DoorNBD  = "nbd"  // the kernel NBD client: /dev/nbdN
 	DoorNone = "none" // no block device: the NBD socket and FUSE only
 )
-
-// ErrUblkNotBuilt: this build has no ublk door yet.
-var ErrUblkNotBuilt = errors.New("ublk door not built in")
 
 // Door is the kernel block device serving the array.
 type Door interface {
@@ -110,12 +110,17 @@ func (s *Service) attachDoor() error {
 		s.releaseStale(rec, p)
 		return nil
 	case DoorUblk:
-		// LEAD: wire ublkexport.Attach / ublkexport.Recover (rec) here.
-		return ErrUblkNotBuilt
+		if err = ublkexport.Available(true); err != nil {
+			return err
+		}
+		err = s.attachUblk(rec)
 	case DoorNBD:
 		err = s.attachNBD(rec)
 	case DoorAuto:
-		// LEAD: try the ublk door first (when /dev/ublk-control exists).
+		if ublkexport.Available(true) == nil {
+			err = s.attachUblk(rec)
+			break
+		}
 		if err = kernelnbd.Available(); err != nil {
 			s.doorNote = "no kernel block device: no ublk door, and " + err.Error()
 			s.releaseStale(rec, p)
@@ -153,6 +158,43 @@ func (s *Service) attachNBD(rec *DoorRecord) error {
 		return err
 	}
 	s.door = nbdDoor{d}
+	return nil
+}
+
+type ublkDoor struct{ *ublkexport.Device }
+
+func (ublkDoor) Kind() string { return DoorUblk }
+
+func (d ublkDoor) Index() int { return d.ID() }
+
+// attachUblk takes over the recorded ublk device a killed daemon of this
+// array left (UBLK_F_USER_RECOVERY: the block device, and a file system
+// mounted on it, stay; queued I/O continues), else attaches a new one.
+// The array's geometry becomes the device's: logical and physical block,
+// io_min = chunk, io_opt = full stripe (as far as ublk's power-of-two
+// hints carry it), requests split at full stripes.
+func (s *Service) attachUblk(rec *DoorRecord) error {
+	a := s.cfg.Array
+	o := ublkexport.Options{ID: -1, IOMin: uint32(a.IOMin()), IOOpt: uint32(a.IOOpt()),
+		PhysicalBlock: uint32(a.BlockSize()), Discard: true}
+	if o.IOOpt > o.IOMin && o.IOMin > 0 {
+		o.Boundary = o.IOOpt
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if rec != nil && rec.Kind == DoorUblk && rec.Backend == s.backendID() {
+		d, err := ublkexport.Recover(ctx, rec.Index, s.backend, o)
+		if err == nil {
+			s.door, s.doorReattached = ublkDoor{d}, true
+			return nil
+		}
+		s.cfg.Logf("re-attaching %s: %v; attaching a new device", rec.Path, err)
+	}
+	d, err := ublkexport.Attach(ctx, s.backend, o)
+	if err != nil {
+		return err
+	}
+	s.door = ublkDoor{d}
 	return nil
 }
 
