@@ -39,6 +39,7 @@ type createOptions struct {
 	consistency  string
 	mdadmConf    string
 	start        bool
+	verbosity    int          // mdadm's c->verbose (create_notes.go)
 	srv          serveOptions // the NBD limits of the daemon it starts
 }
 
@@ -125,6 +126,7 @@ func runCreate(c *cobra.Command, env *Env, o *createOptions, args []string) erro
 		return usagef("an md device must be given in --create mode")
 	}
 	mddev, devs := args[0], args[1:]
+	o.verbosity = verbosityOf(c)
 	opts, err := o.planOptions(c, env, mddev)
 	if err != nil {
 		return err
@@ -145,6 +147,7 @@ func runCreate(c *cobra.Command, env *Env, o *createOptions, args []string) erro
 	if err != nil {
 		return planError(err)
 	}
+	printGeometryNotes(env.Stderr, o, res)
 	if err := confirmCreate(env, o, res, members); err != nil {
 		return err
 	}
@@ -152,7 +155,9 @@ func runCreate(c *cobra.Command, env *Env, o *createOptions, args []string) erro
 		return err
 	}
 	if !o.start {
-		fmt.Fprintf(env.Stderr, "mdtool: array %s created.\n", mddev)
+		if o.verbosity >= 0 {
+			fmt.Fprintf(env.Stderr, "mdtool: array %s created.\n", mddev)
+		}
 		return nil
 	}
 	// Start it as mdadm --create does (RUN_ARRAY): the devices are closed
@@ -165,10 +170,12 @@ func runCreate(c *cobra.Command, env *Env, o *createOptions, args []string) erro
 			members[i] = nil
 		}
 	}
-	if err := startCreated(env, mddev, paths, nbdLimitArgs(c.Flags())...); err != nil {
+	if err := startCreated(env, createdName(mddev), paths, nbdLimitArgs(c.Flags())...); err != nil {
 		return err
 	}
-	fmt.Fprintf(env.Stderr, "mdtool: array %s started.\n", mddev)
+	if o.verbosity >= 0 {
+		fmt.Fprintf(env.Stderr, "mdtool: array %s started.\n", createdName(mddev))
+	}
 	return nil
 }
 
@@ -352,14 +359,17 @@ func confirmCreate(env *Env, o *createOptions, res *plan.Result, members []*memb
 		return exitMsg(ExitFailure, "create aborted: the devices above hold data; use --force to overwrite them")
 	}
 	for _, w := range res.Warnings {
-		fmt.Fprintf(stderr, "mdtool: %s\n", warningText(w))
+		if showCreateWarnings(o) {
+			fmt.Fprintf(stderr, "mdtool: %s\n", warningText(w))
+		}
 	}
+	printSizeNotes(stderr, o, res)
 	if len(res.Warnings) > 0 && !o.run {
 		if !ask(env, "Continue creating array? ") {
 			return exitMsg(ExitFailure, "create aborted.")
 		}
 	}
-	if res.DefaultedMetadata {
+	if res.DefaultedMetadata && o.verbosity >= 0 {
 		fmt.Fprintf(stderr, "mdtool: Defaulting to version %s metadata\n", res.Metadata)
 	}
 	return nil

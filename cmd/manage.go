@@ -224,7 +224,7 @@ func runManage(env *Env, c *cobra.Command, args []string, runDir string) error {
 	m.name = name
 	cl, err := daemon.Dial(runDir, name)
 	if errors.Is(err, daemon.ErrNotRunning) {
-		return exitf(ExitFailure, "%s does not appear to be active.", m.mddev)
+		return exitf(ExitFailure, "error opening %s: No such file or directory", m.mddev) // mdadm's open_mddev: no node
 	}
 	if err != nil {
 		return exitf(ExitFailure, "cannot reach the daemon of %s: %v", m.mddev, err)
