@@ -363,7 +363,7 @@ func confirmCreate(env *Env, o *createOptions, res *plan.Result, members []*memb
 			fmt.Fprintf(stderr, "mdtool: %s\n", warningText(w))
 		}
 	}
-	printSizeNotes(stderr, o, res)
+	printSizeNotes(stderr, o, res, found || len(res.Warnings) > 0)
 	if len(res.Warnings) > 0 && !o.run {
 		if !ask(env, "Continue creating array? ") {
 			return exitMsg(ExitFailure, "create aborted.")

@@ -59,8 +59,9 @@ func printGeometryNotes(w io.Writer, o *createOptions, res *plan.Result) {
 
 // printSizeNotes prints mdadm 4.2's --verbose notes after the members
 // were checked: the component size it chose (levels with redundancy,
-// no --size) and the bitmap it added by itself.
-func printSizeNotes(w io.Writer, o *createOptions, res *plan.Result) {
+// no --size), the bitmap it added by itself, and, when it warned about
+// the members (warned) under --run, that it goes on anyway.
+func printSizeNotes(w io.Writer, o *createOptions, res *plan.Result, warned bool) {
 	if o.verbosity <= 0 {
 		return
 	}
@@ -69,6 +70,9 @@ func printSizeNotes(w io.Writer, o *createOptions, res *plan.Result) {
 	}
 	if res.AutoBitmap {
 		fmt.Fprintln(w, "mdtool: automatically enabling write-intent bitmap on large array")
+	}
+	if warned && o.run {
+		fmt.Fprintln(w, "mdtool: creation continuing despite oddities due to --run")
 	}
 }
 
@@ -87,4 +91,15 @@ func createdName(mddev string) string {
 		return mddev
 	}
 	return "/dev/md/" + mddev
+}
+
+// quietEnv is env with its stderr discarded under --quiet, for commands
+// whose every message mdadm gates on verbose >= 0.
+func quietEnv(c *cobra.Command, env *Env) *Env {
+	if verbosityOf(c) >= 0 {
+		return env
+	}
+	e := *env
+	e.Stderr = io.Discard
+	return &e
 }

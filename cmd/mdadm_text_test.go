@@ -31,6 +31,12 @@ func TestCreateVerboseNotes(t *testing.T) {
 		{[]string{"-vv", "-l5", "-n3"}, 3, "mdtool: layout defaults to left-symmetric\nmdtool: layout defaults to left-symmetric\nmdtool: chunk size defaults to 512K\nmdtool: size set to 17920K\nmdtool: Defaulting to version 1.2 metadata\n"},
 		{[]string{"-v", "-l10", "-n4", "-p", "f2"}, 4, "mdtool: chunk size defaults to 512K\nmdtool: size set to 17920K\nmdtool: Defaulting to version 1.2 metadata\n"},
 		{[]string{"-v", "-l10", "-n4", "-c", "64"}, 4, "mdtool: layout defaults to n2\nmdtool: layout defaults to n2\nmdtool: size set to 18944K\nmdtool: Defaulting to version 1.2 metadata\n"},
+		{[]string{"-v", "-l1", "-n2"}, 2, note + "mdtool: size set to 18944K\nmdtool: creation continuing despite oddities due to --run\nmdtool: Defaulting to version 1.2 metadata\n"},
+		{[]string{"-v", "-e1.0", "-l1", "-n2"}, 2, "mdtool: size set to 19968K\n"},
+		{[]string{"-v", "-e1.0", "-l5", "-n3", "-c", "64"}, 3, "mdtool: layout defaults to left-symmetric\nmdtool: size set to 19968K\n"},
+		{[]string{"-v", "-l0", "-n2"}, 2, "mdtool: chunk size defaults to 512K\nmdtool: Defaulting to version 1.2 metadata\n"},
+		{[]string{"-v", "-l", "linear", "-n2"}, 2, "mdtool: Defaulting to version 1.2 metadata\n"},
+		{[]string{"-v", "-l4", "-n3"}, 3, "mdtool: chunk size defaults to 512K\nmdtool: size set to 17920K\nmdtool: Defaulting to version 1.2 metadata\n"},
 		// without --verbose: no notes; --quiet: nothing at all (mdadm
 		// skips its member checks, the boot-device note among them, under
 		// --run --quiet).
@@ -144,6 +150,28 @@ func TestCreateShortName(t *testing.T) {
 	} {
 		if code, _, errs := run(tc.args...); code != tc.code || errs != tc.want {
 			t.Errorf("%v: exit %d %q, want %d %q", tc.args, code, errs, tc.code, tc.want)
+		}
+	}
+}
+
+// TestZeroSuperblockForcedMetadata: zero-superblock -e 1.x of a device
+// without that superblock says load_super1's words and exits 2; -q
+// silences Kill's messages (mdadm 4.2 in the oracle VM).
+func TestZeroSuperblockForcedMetadata(t *testing.T) {
+	dir := t.TempDir()
+	p := sparse(t, dir, "empty.img", 20000<<10)
+	for _, tc := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"--zero-superblock", "-e1.2", p}, 2, "mdtool: No super block found on " + p + " (Expected magic a92b4efc, got 00000000)\n"},
+		{[]string{"--zero-superblock", p}, 0, "mdtool: Unrecognised md component device - " + p + "\n"},
+		{[]string{"--zero-superblock", "-q", p}, 0, ""},
+	} {
+		env, _, errb := testEnv("")
+		if rc := Main(tc.args, env); rc != int(tc.code) || errb.String() != tc.want {
+			t.Errorf("%v: exit %d %q, want %d %q", tc.args, rc, errb, tc.code, tc.want)
 		}
 	}
 }
