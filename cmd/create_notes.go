@@ -103,3 +103,14 @@ func quietEnv(c *cobra.Command, env *Env) *Env {
 	e.Stderr = io.Discard
 	return &e
 }
+
+// quietOrVerbose says whether a is -q, -v (or a cluster of them) or their
+// long forms: switches mdadm takes before the md device of a manage
+// command.
+func quietOrVerbose(a string) bool {
+	switch a {
+	case "--quiet", "--verbose":
+		return true
+	}
+	return len(a) > 1 && a[0] == '-' && strings.Trim(a[1:], "qv") == ""
+}

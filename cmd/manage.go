@@ -395,9 +395,9 @@ func (m *manageRun) doOne(ops []*manageOp, op *manageOp) error {
 			return errAbort
 		}
 		m.count++
-		if !quiet {
-			m.errf("hot removed %s from %s\n", op.dev, m.mddev)
-		}
+		// Printed under --quiet too: mdadm 4.2 passes Manage_remove its
+		// verbose and force arguments swapped, so it tests --force here.
+		m.errf("hot removed %s from %s\n", op.dev, m.mddev)
 	case dispAdd, dispAddSpare, dispReAdd:
 		return m.add(op)
 	case dispReplace:

@@ -136,6 +136,21 @@ func TestCreateShortName(t *testing.T) {
 		t.Errorf("-CR -q: exit %d, %q %q", code, out, errs)
 	}
 	t.Cleanup(func() { run("-S", "/dev/md/quiet") })
+	// -q before the md device of a manage command: --fail and --add say
+	// nothing, "hot removed" stays (mdadm 4.2 hands Manage_remove its
+	// verbose and force arguments swapped).
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-q", "/dev/md/quiet", "--fail", d2}, ""},
+		{[]string{"-q", "/dev/md/quiet", "--remove", d2}, "mdtool: hot removed " + d2 + " from /dev/md/quiet\n"},
+		{[]string{"-q", "/dev/md/quiet", "--add", d2}, ""},
+	} {
+		if code, out, errs := run(tc.args...); code != 0 || out != "" || errs != tc.want {
+			t.Errorf("%v: exit %d, %q %q, want 0 %q", tc.args, code, out, errs, tc.want)
+		}
+	}
 	// An array that is not running: mdadm's words per mode.
 	for _, tc := range []struct {
 		args []string
