@@ -190,3 +190,86 @@ func TestZeroSuperblockForcedMetadata(t *testing.T) {
 		}
 	}
 }
+
+// TestScanFindsLoopDevices: without DEVICE lines, examine --scan and
+// assemble --scan read every block device of /proc/partitions as mdadm
+// does, loop devices among them: the ARRAY line of an array on two loop
+// devices is generated, and -As with an mdadm.conf holding only that line
+// finds and starts the members.
+func TestScanFindsLoopDevices(t *testing.T) {
+	if _, err := exec.LookPath("losetup"); err != nil {
+		t.Fatalf("losetup: %v", err)
+	}
+	bin := mdtoolBinary(t)
+	dir := t.TempDir()
+	imgs := []string{sparse(t, dir, "d0.img", 20000<<10), sparse(t, dir, "d1.img", 20000<<10)}
+	{
+		env, _, errb := testEnv("")
+		if rc := Main([]string{"--create", "/dev/md/scanloop", "--run", "--start=false", "--homehost=testhost", "-l1", "-n2", imgs[0], imgs[1]}, env); rc != 0 {
+			t.Fatalf("create: exit %d: %s", rc, errb)
+		}
+	}
+	var loops []string
+	for _, img := range imgs {
+		out, err := exec.Command("losetup", "-f", "--show", img).CombinedOutput()
+		if err != nil {
+			t.Fatalf("losetup: %v: %s", err, out)
+		}
+		l := strings.TrimSpace(string(out))
+		loops = append(loops, l)
+		t.Cleanup(func() { exec.Command("losetup", "-d", l).Run() })
+	}
+	empty := filepath.Join(dir, "empty.conf")
+	if err := os.WriteFile(empty, []byte("# no DEVICE line\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	env, out, errb := testEnv("")
+	Main([]string{"--examine", "--scan", "--config=" + empty}, env) // other arrays on this machine's devices may complain
+	var line string
+	for _, l := range strings.Split(out.String(), "\n") {
+		if strings.HasPrefix(l, "ARRAY /dev/md/scanloop ") {
+			line = l
+		}
+	}
+	if line == "" || !strings.Contains(line, " name=testhost:scanloop") {
+		t.Fatalf("examine --scan without DEVICE lines has no ARRAY line for the array on %v:\n%s%s", loops, out, errb)
+	}
+	conf := filepath.Join(dir, "mdadm.conf")
+	if err := os.WriteFile(conf, []byte(line+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var envv []string
+	for _, e := range os.Environ() {
+		if !strings.HasPrefix(e, "MDTOOL_") {
+			envv = append(envv, e)
+		}
+	}
+	envv = append(envv, "MDTOOL_RUN_DIR="+filepath.Join(dir, "run"), "MDTOOL_CONFIG=/dev/null")
+	run := func(args ...string) (int, string) {
+		t.Helper()
+		cmd := exec.Command(bin, args...)
+		cmd.Env = envv
+		b, err := cmd.CombinedOutput()
+		code := 0
+		if ee, ok := err.(*exec.ExitError); ok {
+			code = ee.ExitCode()
+		} else if err != nil {
+			t.Fatalf("%v: %v", args, err)
+		}
+		return code, string(b)
+	}
+	code, o := run("-As", "-c", conf, "--homehost=testhost")
+	if code != 0 || !strings.Contains(o, "mdtool: /dev/md/scanloop has been started with 2 drives.\n") {
+		t.Fatalf("-As with an ARRAY-only mdadm.conf: exit %d\n%s", code, o)
+	}
+	t.Cleanup(func() { run("-S", "/dev/md/scanloop") })
+	code, o = run("-D", "/dev/md/scanloop")
+	for _, l := range loops {
+		if !strings.Contains(o, "active sync   "+l+"\n") {
+			t.Errorf("detail: %s is not a member:\n%s", l, o)
+		}
+	}
+	if code, o := run("-S", "/dev/md/scanloop"); code != 0 {
+		t.Errorf("stop: exit %d: %s", code, o)
+	}
+}
