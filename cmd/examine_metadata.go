@@ -3,6 +3,7 @@ package cmd
 import (
 	"encoding/binary"
 	"fmt"
+	"strings"
 
 	"mdtool/internal/mdadm/member"
 	"mdtool/superblock"
@@ -53,4 +54,22 @@ func forcedV1Missing(dev, metadata string) (msg string, ok bool) {
 		return fmt.Sprintf("No super block found on %s (Expected magic %08x, got %08x)", dev, superblock.Magic, magic), true
 	}
 	return "", false
+}
+
+// missingSuperWords is what select_devices says about a device without a
+// usable superblock (why, from probeCandidate). Once a member was
+// accepted, mdadm 4.2 loads the next devices with that member's
+// superblock type: load_super1 says "No super block found on DEV
+// (Expected magic a92b4efc, got ...)" and select_devices "no RAID
+// superblock on DEV", where guess_super's "no recogniseable superblock"
+// came before.
+func missingSuperWords(first *asmDev, path, why string) []string {
+	if first == nil || !strings.HasPrefix(why, "no recogniseable superblock") {
+		return []string{why}
+	}
+	msg, ok := forcedV1Missing(path, fmt.Sprintf("1.%d", first.minor))
+	if !ok {
+		return []string{why}
+	}
+	return []string{msg, "no RAID superblock on " + path}
 }
