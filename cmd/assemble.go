@@ -816,7 +816,9 @@ func (as *assembler) selectDevices(j assembleJob, list []string) ([]*asmDev, Exi
 		d, why := probeCandidate(path)
 		if d == nil {
 			if report {
-				as.errf("%s\n", why)
+				for _, w := range missingSuperWords(first, path, why) {
+					as.errf("%s\n", w)
+				}
 			}
 			if j.auto || !j.inargv || j.ident.name != "" || j.ident.uuidSet {
 				continue

@@ -267,7 +267,12 @@ func TestAssembleRefusalsWriteNothing(t *testing.T) {
 	}{
 		{"members of different arrays", []string{"/dev/md/r5", r5[0], r5[1], other[0], r5[2], r5[3]}, 1,
 			[]string{"superblock on " + other[0] + " doesn't match others - assembly aborted"}},
+		// After a member was accepted, mdadm 4.2 loads the next devices
+		// with its superblock type (load_super1 with the device name).
 		{"no superblock", []string{"/dev/md/r5", r5[0], blank, r5[1]}, 1,
+			[]string{"No super block found on " + blank + " (Expected magic a92b4efc, got 00000000)", "no RAID superblock on " + blank,
+				blank + " has no superblock - assembly aborted"}},
+		{"no superblock first", []string{"/dev/md/r5", blank, r5[0], r5[1]}, 1,
 			[]string{"no recogniseable superblock on " + blank, blank + " has no superblock - assembly aborted"}},
 		{"missing file", []string{"/dev/md/r5", r5[0], filepath.Join(dir, "nope.img")}, 1,
 			[]string{"cannot open device " + filepath.Join(dir, "nope.img") + ": No such file or directory"}},

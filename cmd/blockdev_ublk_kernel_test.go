@@ -47,7 +47,10 @@ func TestKernelUblk(t *testing.T) {
 		"/dev/md0 -> ublkb0\n",
 		"      Block Device : /dev/ublkb0 (ublk)\n",
 		"iomin=524288 ioopt=524288\n",
-		"RAID stride:              128\n",
+		// 4K blocks: stride = chunk (128 blocks); the stripe width is
+		// io_opt's 512K (128 blocks), not the 1536K full stripe (384),
+		// which ublk's power-of-two hints cannot carry.
+		"RAID stride:              128\n", "RAID stripe width:        128\n",
 		"mdtool: Cannot get exclusive access to /dev/md0:Perhaps a running process, mounted filesystem or active volume group?\nstop-mounted rc=1\n",
 		"same device after kill: /dev/ublkb0\n", "mounted=1\n", "fio after kill rc=0 err= 0",
 		"assemble-scan rc=0\n", "f1: OK\nf2: OK\n", "e2fsck rc=0\n",
@@ -64,7 +67,7 @@ $M --detail /dev/md0 | grep -E 'Block Device'
 echo "iomin=$($B/blockdev --getiomin /dev/md0) ioopt=$($B/blockdev --getioopt /dev/md0)"
 $M --wait /dev/md0
 $M --detail --scan >> /etc/mdadm/mdadm.conf
-$B/mke2fs -t ext4 -q -L data /dev/md0 || fail mkfs
+$B/mke2fs -t ext4 -b 4096 -q -L data /dev/md0 || fail mkfs
 $B/dumpe2fs -h /dev/md0 2>/dev/null | grep -E "RAID stride|RAID stripe width"
 mount /dev/md0 /mnt || fail mount
 for i in 1 2; do dd if=/dev/urandom of=/mnt/f$i bs=64k count=$((i*16)) 2>/dev/null; done

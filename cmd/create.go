@@ -43,6 +43,7 @@ type createOptions struct {
 	refuseData   bool         // today's stricter check instead of mdadm's question
 	quiet        bool         // -q, --quiet
 	verbose      bool         // -v, --verbose
+	verbosity    int          // mdadm's c->verbose (create_notes.go)
 	srv          serveOptions // the NBD limits of the daemon it starts
 }
 
@@ -139,6 +140,7 @@ func runCreate(c *cobra.Command, env *Env, o *createOptions, args []string) erro
 		return usagef("an md device must be given in --create mode")
 	}
 	mddev, devs := args[0], args[1:]
+	o.verbosity = verbosityOf(c)
 	opts, err := o.planOptions(c, env, mddev)
 	if err != nil {
 		return err
@@ -161,6 +163,7 @@ func runCreate(c *cobra.Command, env *Env, o *createOptions, args []string) erro
 	}
 	o.quiet, _ = c.Flags().GetBool("quiet")
 	o.verbose, _ = c.Flags().GetBool("verbose")
+	printGeometryNotes(env.Stderr, o, res)
 	if err := confirmCreate(env, o, res, members); err != nil {
 		return err
 	}
@@ -168,7 +171,9 @@ func runCreate(c *cobra.Command, env *Env, o *createOptions, args []string) erro
 		return err
 	}
 	if !o.start {
-		fmt.Fprintf(env.Stderr, "mdtool: array %s created.\n", mddev)
+		if o.verbosity >= 0 {
+			fmt.Fprintf(env.Stderr, "mdtool: array %s created.\n", mddev)
+		}
 		return nil
 	}
 	// Start it as mdadm --create does (RUN_ARRAY): the devices are closed
@@ -181,10 +186,12 @@ func runCreate(c *cobra.Command, env *Env, o *createOptions, args []string) erro
 			members[i] = nil
 		}
 	}
-	if err := startCreated(env, mddev, paths, append(nbdLimitArgs(c.Flags()), "--device="+o.srv.device)...); err != nil {
+	if err := startCreated(env, createdName(mddev), paths, append(nbdLimitArgs(c.Flags()), "--device="+o.srv.device)...); err != nil {
 		return err
 	}
-	fmt.Fprintf(env.Stderr, "mdtool: array %s started.\n", mddev)
+	if o.verbosity >= 0 {
+		fmt.Fprintf(env.Stderr, "mdtool: array %s started.\n", createdName(mddev))
+	}
 	return nil
 }
 
@@ -378,14 +385,17 @@ func confirmCreate(env *Env, o *createOptions, res *plan.Result, members []*memb
 		return exitMsg(ExitFailure, "create aborted: the devices above hold data; use --force to overwrite them")
 	}
 	for _, w := range res.Warnings {
-		fmt.Fprintf(stderr, "mdtool: %s\n", warningText(w))
+		if showCreateWarnings(o) {
+			fmt.Fprintf(stderr, "mdtool: %s\n", warningText(w))
+		}
 	}
+	printSizeNotes(stderr, o, res, found || len(res.Warnings) > 0)
 	if len(res.Warnings) > 0 && !o.run {
 		if !ask(env, "Continue creating array? ") {
 			return exitMsg(ExitFailure, "create aborted.")
 		}
 	}
-	if res.DefaultedMetadata {
+	if res.DefaultedMetadata && o.verbosity >= 0 {
 		fmt.Fprintf(stderr, "mdtool: Defaulting to version %s metadata\n", res.Metadata)
 	}
 	return nil

@@ -86,6 +86,7 @@ func confirmCreateMdadm(env *Env, o *createOptions, res *plan.Result, members []
 	}
 	show(false)
 	warn = warn || planWarn
+	printSizeNotes(stderr, o, res, false) // mdadm's "size set to" comes before the question
 	if warn {
 		if !o.run {
 			if !ask(env, "Continue creating array? ") {

@@ -216,7 +216,10 @@ func detailStatus(runDir, dev string) (*daemon.Status, error) {
 func statusByName(runDir, name string) (*daemon.Status, error) {
 	st, err := queryStatus(runDir, name)
 	if errors.Is(err, daemon.ErrNotRunning) {
-		return nil, errors.New("no such array is running")
+		// mdadm opens the md device node, which an array that is not
+		// running does not have: "cannot open /dev/md5: No such file or
+		// directory".
+		return nil, errors.New("No such file or directory")
 	}
 	return st, err
 }

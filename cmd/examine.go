@@ -123,6 +123,7 @@ MBR: mbr_magic, partitions: [{index, type, start_sector, sectors}].`
 type examineOptions struct {
 	brief, scan, export, json, verbose bool
 	config                             string
+	metadata                           string // -e: examine only that superblock type's location (examine_metadata.go)
 	homehost                           string
 	homehostGiven                      bool
 }
@@ -148,6 +149,7 @@ func newExamineCmd(env *Env) *cobra.Command {
 	fs.BoolVarP(&o.export, "export", "Y", false, "print KEY=VALUE lines (for udev)")
 	fs.BoolVar(&o.json, "json", false, "print one JSON document")
 	fs.StringVarP(&o.config, "config", "c", "", "mdadm.conf to read (default /etc/mdadm/mdadm.conf, then /etc/mdadm.conf)")
+	fs.StringVarP(&o.metadata, "metadata", "e", "", "superblock version to look for (1.0, 1.1, 1.2)")
 	return c
 }
 
@@ -232,6 +234,12 @@ func examineTextAll(env *Env, out *bytes.Buffer, o *examineOptions, devs []strin
 	rv := ExitOK
 	var arrays []*briefArray
 	for _, dev := range devs {
+		if msg, ok := forcedV1Missing(dev, o.metadata); ok {
+			if !brief {
+				fmt.Fprintf(env.Stderr, "mdtool: %s\n", msg)
+			}
+			continue
+		}
 		p, err := probeDevice(dev)
 		if err != nil {
 			if !o.scan {

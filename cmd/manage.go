@@ -245,7 +245,7 @@ func runManage(env *Env, c *cobra.Command, args []string, runDir string) error {
 	m.name = name
 	cl, err := daemon.Dial(runDir, name)
 	if errors.Is(err, daemon.ErrNotRunning) {
-		return exitf(ExitFailure, "%s does not appear to be active.", m.mddev)
+		return exitf(ExitFailure, "error opening %s: No such file or directory", m.mddev) // mdadm's open_mddev: no node
 	}
 	if err != nil {
 		return exitf(ExitFailure, "cannot reach the daemon of %s: %v", m.mddev, err)
@@ -421,9 +421,9 @@ func (m *manageRun) doOne(ops []*manageOp, op *manageOp) error {
 			return errAbort
 		}
 		m.count++
-		if !quiet {
-			m.errf("hot removed %s from %s\n", op.dev, m.mddev)
-		}
+		// Printed under --quiet too: mdadm 4.2 passes Manage_remove its
+		// verbose and force arguments swapped, so it tests --force here.
+		m.errf("hot removed %s from %s\n", op.dev, m.mddev)
 	case dispAdd, dispAddSpare, dispReAdd:
 		return m.add(op)
 	case dispReplace:

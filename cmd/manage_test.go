@@ -115,11 +115,11 @@ func TestManageFailAndDetailTest(t *testing.T) {
 		code int
 		msg  string
 	}{
-		{[]string{"-D", "/dev/md/mg"}, 1, "mdtool: cannot open /dev/md/mg: no such array is running\n"},
-		{[]string{"-D", "--test", "/dev/md/mg"}, 4, "mdtool: cannot open /dev/md/mg: no such array is running\n"},
-		{[]string{"-S", "/dev/md/mg"}, 1, "mdtool: error opening /dev/md/mg: no such array is running\n"},
-		{[]string{"/dev/md/mg", "--fail", devs[0]}, 1, "mdtool: /dev/md/mg does not appear to be active.\n"},
-		{[]string{"--wait", "/dev/md/mg"}, 2, ""},
+		{[]string{"-D", "/dev/md/mg"}, 1, "mdtool: cannot open /dev/md/mg: No such file or directory\n"},
+		{[]string{"-D", "--test", "/dev/md/mg"}, 4, "mdtool: cannot open /dev/md/mg: No such file or directory\n"},
+		{[]string{"-S", "/dev/md/mg"}, 1, "mdtool: error opening /dev/md/mg: No such file or directory\n"},
+		{[]string{"/dev/md/mg", "--fail", devs[0]}, 1, "mdtool: error opening /dev/md/mg: No such file or directory\n"},
+		{[]string{"--wait", "/dev/md/mg"}, 2, "mdtool: stat failed for /dev/md/mg: No such file or directory\n"},
 	} {
 		args := append(tc.args, "--run-dir", runDir)
 		code, _, errs := mdtool(t, args...)

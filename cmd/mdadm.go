@@ -250,8 +250,13 @@ func translateMdadmArgs(root *cobra.Command, args []string) []string {
 	}
 	if mode == "" {
 		// "mdtool /dev/mdX --fail /dev/sdb" is manage mode in mdadm.
-		if !misc && len(args) > 1 && !strings.HasPrefix(args[0], "-") {
-			for _, a := range args[1:] {
+		// Switches without a value may come first: mdadm -q /dev/md0 --fail X.
+		first := 0
+		for first < len(args)-1 && quietOrVerbose(args[first]) {
+			first++
+		}
+		if !misc && len(args) > first+1 && !strings.HasPrefix(args[first], "-") {
+			for _, a := range args[first+1:] {
 				name, _, _ := strings.Cut(a, "=")
 				if manageOpts[name] {
 					mode = "manage"

@@ -92,7 +92,7 @@ func runStop(env *Env, args []string, scan, force bool, runDir string, timeout t
 					fmt.Fprintf(env.Stderr, "mdtool: Cannot get exclusive access to %s:Perhaps a running process, mounted filesystem or active volume group?\n", dev)
 				}
 			case errors.Is(err, daemon.ErrNotRunning):
-				fmt.Fprintf(env.Stderr, "mdtool: error opening %s: no such array is running\n", dev)
+				fmt.Fprintf(env.Stderr, "mdtool: error opening %s: No such file or directory\n", dev)
 			default:
 				if verbose >= 0 {
 					fmt.Fprintf(env.Stderr, "mdtool: failed to stop array %s: %v\n", dev, err)

@@ -48,7 +48,11 @@ func newWaitCmd(env *Env) *cobra.Command {
 			}
 			rv := ExitOK
 			for _, dev := range args {
-				rv |= waitArray(runDir, dev, poll, bar)
+				code := waitArray(runDir, dev, poll, bar)
+				if code == ExitUsage { // mdadm's Wait: stat() of a node that an array not running lacks
+					fmt.Fprintf(env.Stderr, "mdtool: stat failed for %s: No such file or directory\n", dev)
+				}
+				rv |= code
 			}
 			if rv != ExitOK {
 				return exitStatus(rv)

@@ -12,6 +12,7 @@ import (
 
 func newZeroSuperblockCmd(env *Env) *cobra.Command {
 	var force bool
+	var metadata string
 	c := &cobra.Command{
 		Use:   "zero-superblock DEVICE...",
 		Short: "Erase md superblocks from devices (mdadm --zero-superblock)",
@@ -30,7 +31,13 @@ EXIT STATUS
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
 			rv := ExitOK
+			env := quietEnv(c, env) // mdadm's Kill says everything only when verbose >= 0
 			for _, dev := range args {
+				if msg, ok := forcedV1Missing(dev, metadata); ok && !force {
+					fmt.Fprintf(env.Stderr, "mdtool: %s\n", msg)
+					rv |= ExitUsage
+					continue
+				}
 				rv |= zeroDevice(env, dev, force)
 			}
 			if rv != ExitOK {
@@ -40,6 +47,7 @@ EXIT STATUS
 		},
 	}
 	c.Flags().BoolVarP(&force, "force", "f", false, "accepted as mdadm's --force; busy devices are still refused")
+	c.Flags().StringVarP(&metadata, "metadata", "e", "", "superblock version expected (1.0, 1.1, 1.2): a device without one there is refused")
 	return c
 }
 

@@ -1,0 +1,456 @@
+package cmd
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"mdtool/internal/mdvm"
+)
+
+// mdadm 4.2's own tests (tests/ in its source), translated to command
+// scripts in testdata/mdadm-tests and run twice on the same fresh images:
+// by mdadm 4.2 with Linux 6.1 in the oracle VM (loop devices over the
+// images, one boot for the whole table) and by mdtool on the host (the
+// image files). Every step's exit status, stdout and stderr, and the final
+// -E and -X of every member, must be the same once times, UUIDs, checksums,
+// device names and the program name are normalised; the kernel must then
+// assemble the array mdtool left and find mismatch_cnt 0 on a check.
+//
+// mdadm's "check ..." and "testdev" lines read the kernel's block device
+// and /proc/mdstat; the translations wait for a resync where the test does
+// ("settle") and leave the rest out.
+
+// mdadmTest is one translated test: testdata/mdadm-tests/NAME.sh.
+type mdadmTest struct {
+	name  string
+	devs  int   // members, 20000 KiB each as in mdadm's tests/func.sh
+	final []int // the members of the array the script leaves (assembled by the kernel from mdtool's images); nil: none
+	// inVM runs mdtool's side in the VM too, on loop devices (tests that
+	// scan block devices: image files on the host are none).
+	inVM bool
+}
+
+var mdadmTests = []mdadmTest{
+	{name: "00raid0", devs: 5, final: []int{0, 1, 2, 3}},
+	{name: "00raid0-recreate", devs: 5},
+	{name: "00raid0-090", devs: 5},
+	{name: "00raid1", devs: 5, final: []int{0, 1}},
+	{name: "00raid1-090", devs: 5},
+	{name: "00raid4", devs: 5, final: []int{0, 1, 2, 3}},
+	{name: "00raid5", devs: 5, final: []int{0, 1, 2, 3}},
+	{name: "00raid6", devs: 5, final: []int{0, 1, 2, 3, 4}},
+	{name: "00raid10", devs: 7, final: []int{0, 1, 2, 3, 4, 5, 6}},
+	{name: "00linear", devs: 5, final: []int{0, 1, 2, 3}},
+	{name: "01r1fail", devs: 5, final: []int{0, 2, 3, 4}},
+	{name: "01r5fail", devs: 6, final: []int{1, 2, 3, 4, 5}},
+	{name: "03r0assem", devs: 5, final: []int{0, 1, 2}},
+	{name: "03r5assemV1", devs: 5, final: []int{0, 1, 2, 3, 4}},
+	{name: "04update-uuid", devs: 5},
+	{name: "04r1update", devs: 5},
+	{name: "05r1-internalbitmap", devs: 5, final: []int{1, 2}},
+	{name: "05r1-re-add", devs: 5, final: []int{1, 2}},
+	{name: "05r1-re-add-delay", devs: 5},
+	{name: "05r5-internalbitmap", devs: 5, final: []int{1, 2, 3}},
+	{name: "06name", devs: 5, final: []int{0, 1}},
+	{name: "00readonly", devs: 5},
+	{name: "07autoassemble", devs: 5, final: []int{0, 1}, inVM: true},
+}
+
+// mdadmKnown lists the differences that other work items fix. An entry
+// with a mask hides what the mask matches in both logs (of its test, or of
+// every test when test is ""); one with `from` lets the test's logs differ
+// from the first step whose command contains it on. A test with a `from`
+// entry must differ first at that step, and every mask must hide a
+// difference somewhere: an entry whose difference is gone fails the test
+// (delete the entry when the fix lands).
+type mdadmKnownDiff struct {
+	test, from string
+	mask       *regexp.Regexp
+	repl       string // what the mask's matches become
+	item       string // the issue item that removes the difference
+}
+
+var mdadmKnown = []mdadmKnownDiff{
+	// issue 16 item 4 (h6): md bumps the event count at every clean<->active
+	// transition; mdtool's counts differ (and bitmaps' Events Cleared follow).
+	{mask: regexp.MustCompile(`(?m)^(\s*Events(?: Cleared)? : )\d+`), repl: "${1}MASKED", item: "h6: event counts"},
+	// issue 16 item 2 (h6): spares take free slots in the kernel's order.
+	{test: "01r1fail", from: "-E DEV3", item: "h6: spare slot order"},
+	{test: "01r5fail", from: "-E DEV4", item: "h6: spare slot order"},
+	// issue 16 item 3 (h6): raid10 far layouts' sizes (the f2 array's -E).
+	{test: "00raid10", from: "-E DEV0", item: "h6: raid10 far sizes"},
+	// issue 16 item 5 (h7): -Ss prints nothing where mdadm prints nothing.
+	{mask: regexp.MustCompile(`(### mdadm -Ss\n(?:[^#].*\n)*?--- stderr\n)(?:mdadm: stopped \S+\n)+`), repl: "${1}", item: "h7: -Ss prints nothing"},
+	// Not assigned: with mdadm 4.2 and Linux 6.1, "-r" of the member of
+	// a bitmap raid1 failed a second before prints nothing, exits 0 and
+	// leaves it in the array (the "-a" that follows: "Cannot open DEV2:
+	// Device or resource busy"); mdtool removes it ("hot removed") and
+	// re-adds it. Not yet explained, so not followed.
+	{test: "05r1-re-add", from: "-r DEV2", item: "unexplained: mdadm 4.2's silent -r after -f on a bitmap raid1"},
+	// issue 16 item 5 (h7): --zero as a prefix of --zero-superblock.
+	{test: "05r5-internalbitmap", from: "--zero DEV1", item: "h7: --zero"},
+	// issue 16 item 1 (h6): create --run over members with an old superblock.
+	{test: "00raid0-recreate", from: "-e1.0 -l0 -c 4", item: "h6: create --run over old superblocks"},
+	// issue 16 item 5 (h7): create -e 0.90 (mdadm 4.2 refuses it for raid0
+	// on Linux 6.1: "0.90 metadata does not support layouts for RAID0"),
+	// -B/--build.
+	{test: "00raid0-090", from: "-e0.90", item: "h7: create -e 0.90, --build"},
+	{test: "00raid1-090", from: "-e0.90", item: "h7: create -e 0.90, --build"},
+	// issue 16 item 5 (h7): --update= on assemble, --delay, -o/-w.
+	{test: "04update-uuid", from: "--update=uuid", item: "h7: assemble --update=uuid"},
+	{test: "04r1update", from: "-U resync", item: "h7: assemble --update=resync"},
+	{test: "05r1-re-add-delay", from: "-d1", item: "h7: create --delay"},
+	{test: "00readonly", from: "-ro", item: "h7: -o/--readonly, -w/--readwrite"},
+}
+
+const mdadmTestDevSize = 20000 << 10
+
+// mdadmStep is one logged command: "### mdadm ARGS" and what followed.
+type mdadmStep struct{ cmd, body string }
+
+func splitSteps(log string) []mdadmStep {
+	var steps []mdadmStep
+	for _, part := range strings.Split(log, "### ")[1:] {
+		cmd, body, _ := strings.Cut(part, "\n")
+		steps = append(steps, mdadmStep{cmd: cmd, body: body})
+	}
+	return steps
+}
+
+var (
+	reMdTime     = regexp.MustCompile(`[A-Z][a-z]{2} [A-Z][a-z]{2} [ 0-9]\d \d\d:\d\d:\d\d \d{4}`)
+	reMdUUID     = regexp.MustCompile(`[0-9a-f]{8}:[0-9a-f]{8}:[0-9a-f]{8}:[0-9a-f]{8}`)
+	reMdChecksum = regexp.MustCompile(`Checksum : [0-9a-f]+ - `)
+	reMdProg     = regexp.MustCompile(`(?m)(^|\s)mdtool:`)
+)
+
+// normaliseMdadmLog maps a log's device names (names[i] is member i),
+// its scratch directory, times, UUIDs (numbered in order of appearance),
+// checksums and program name to common forms.
+func normaliseMdadmLog(log string, names []string, target string) string {
+	idx := make([]int, len(names))
+	for i := range idx {
+		idx[i] = i
+	}
+	// longest first: /dev/loop1 must not eat /dev/loop10
+	sort.Slice(idx, func(a, b int) bool { return len(names[idx[a]]) > len(names[idx[b]]) })
+	for _, i := range idx {
+		log = strings.ReplaceAll(log, names[i], fmt.Sprintf("DEV%d", i))
+	}
+	log = strings.ReplaceAll(log, target, "TARGET")
+	log = reMdTime.ReplaceAllString(log, "TIME")
+	log = reMdChecksum.ReplaceAllString(log, "Checksum : CSUM - ")
+	log = reMdProg.ReplaceAllString(log, "${1}mdadm:")
+	seen := map[string]string{}
+	log = reMdUUID.ReplaceAllStringFunc(log, func(u string) string {
+		if n, ok := seen[u]; ok {
+			return n
+		}
+		n := fmt.Sprintf("UUID%d", len(seen))
+		seen[u] = n
+		return n
+	})
+	return log
+}
+
+// compareMdadmLogs returns the index of the first step that differs
+// (-1: none) and a description of every difference.
+func compareMdadmLogs(want, got []mdadmStep) (int, []string) {
+	first := -1
+	var diffs []string
+	n := len(want)
+	if len(got) > n {
+		n = len(got)
+	}
+	for i := 0; i < n; i++ {
+		var w, g mdadmStep
+		if i < len(want) {
+			w = want[i]
+		}
+		if i < len(got) {
+			g = got[i]
+		}
+		if w == g {
+			continue
+		}
+		if first < 0 {
+			first = i
+		}
+		diffs = append(diffs, fmt.Sprintf("step %d:\n  mdadm:  ### %s\n%s  mdtool: ### %s\n%s", i, w.cmd, indent(w.body), g.cmd, indent(g.body)))
+	}
+	return first, diffs
+}
+
+func indent(s string) string {
+	var b strings.Builder
+	for _, l := range strings.SplitAfter(s, "\n") {
+		if l != "" {
+			b.WriteString("          " + l)
+		}
+	}
+	if !strings.HasSuffix(s, "\n") {
+		b.WriteString("\n")
+	}
+	return b.String()
+}
+
+func mdadmTestNames(c mdadmTest, dev func(i int) string) (names []string, env []string) {
+	var list []string
+	for i := 0; i < c.devs; i++ {
+		names = append(names, dev(i))
+		env = append(env, fmt.Sprintf("dev%d=%s", i, dev(i)))
+		list = append(list, dev(i))
+	}
+	env = append(env, "devlist="+strings.Join(list, " "), "md0=/dev/md0", "md1=/dev/md1", "md2=/dev/md2")
+	return names, env
+}
+
+// runMdadmTestHost runs one translated test with mdtool on image files,
+// with the hostname mdvm (the VM's, mdadm's homehost there) and without the
+// host's mdadm.conf, in namespaces of its own.
+func runMdadmTestHost(t *testing.T, bin, root, src string, c mdadmTest) string {
+	dir := filepath.Join(root, "mt", c.name)
+	names, env := mdadmTestNames(c, func(i int) string { return filepath.Join(dir, fmt.Sprintf("d%d.img", i)) })
+	mkImages(t, dir, c.devs)
+	log := filepath.Join(dir, "log")
+	script := `hostname mdvm
+[ -d /etc/mdadm ] && mount -t tmpfs none /etc/mdadm
+[ -f /etc/mdadm.conf ] && mount --bind /dev/null /etc/mdadm.conf
+. "$SRC/prelude.sh"; . "$SRC/$NAME.sh"; finish`
+	cmd := exec.Command("unshare", "--uts", "--mount", "sh", "-c", script)
+	for _, e := range os.Environ() {
+		if !strings.HasPrefix(e, "MDTOOL_") { // the cmd tests' MDTOOL_START=false among them
+			cmd.Env = append(cmd.Env, e)
+		}
+	}
+	cmd.Env = append(cmd.Env, env...)
+	cmd.Env = append(cmd.Env, "BIN="+bin, "LOG="+log, "targetdir="+dir, "SRC="+src, "NAME="+c.name,
+		"MDTOOL_RUN_DIR="+filepath.Join(dir, "run"), "MDTOOL_CONFIG=/dev/null")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("%s: mdtool run: %v\n%s", c.name, err, out)
+	}
+	b, err := os.ReadFile(log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return normaliseMdadmLog(string(b), names, dir)
+}
+
+// mdadmTestVMScript is the guest side: every test with mdadm on loop
+// devices over fresh images in the guest's memory (9p-backed loop devices
+// are slow under TCG), then the kernel's check of mdtool's images, copied
+// in from the share. Tests run by mdtool in the VM too (inVM) leave their
+// images in the share for that check.
+func mdadmTestVMScript(tests []mdadmTest) string {
+	var s strings.Builder
+	s.WriteString("echo 500000 > /proc/sys/dev/raid/speed_limit_min\necho 2000000 > /proc/sys/dev/raid/speed_limit_max\nmkdir -p /tmp/img\n")
+	attach := func(n int) {
+		for i := 0; i < n; i++ {
+			fmt.Fprintf(&s, "rm -f /tmp/img/d%d; truncate -s %d /tmp/img/d%d; losetup /dev/loop%d /tmp/img/d%d || echo LOSETUP-FAILED\n", i, mdadmTestDevSize, i, i, i)
+		}
+	}
+	detach := func(n int) {
+		for i := 0; i < n; i++ {
+			fmt.Fprintf(&s, "losetup -d /dev/loop%d\n", i)
+		}
+	}
+	for _, c := range tests {
+		dir := "/share/vm/" + c.name
+		_, env := mdadmTestNames(c, func(i int) string { return fmt.Sprintf("/dev/loop%d", i) })
+		for i := range env {
+			k, v, _ := strings.Cut(env[i], "=")
+			env[i] = k + "='" + v + "'"
+		}
+		attach(c.devs)
+		fmt.Fprintf(&s, "(export BIN=$(command -v mdadm) LOG=%s/log targetdir=%s %s; . /share/prelude.sh; . /share/tests/%s.sh; finish)\n",
+			dir, dir, strings.Join(env, " "), c.name)
+		s.WriteString("mdadm -Ss >/dev/null 2>&1\n")
+		detach(c.devs)
+		if !c.inVM {
+			continue
+		}
+		mt := "/share/mt/" + c.name
+		attach(c.devs)
+		fmt.Fprintf(&s, "(export BIN=/usr/bin/mdtool MDTOOL_RUN_DIR=/tmp/mdtool-%s MDTOOL_CONFIG=/dev/null LOG=%s/log targetdir=%s %s; . /share/prelude.sh; . /share/tests/%s.sh; finish; quiet -Ss)\n",
+			c.name, mt, mt, strings.Join(env, " "), c.name)
+		detach(c.devs)
+		for _, i := range c.final {
+			fmt.Fprintf(&s, "cp /tmp/img/d%d %s/d%d.img\n", i, mt, i)
+		}
+	}
+	for _, c := range tests {
+		if c.final == nil {
+			continue
+		}
+		dir := "/share/mt/" + c.name
+		var loops []string
+		for j, i := range c.final {
+			fmt.Fprintf(&s, "cp %s/d%d.img /tmp/img/k%d; losetup /dev/loop%d /tmp/img/k%d || echo LOSETUP-FAILED\n", dir, i, j, j, j)
+			loops = append(loops, fmt.Sprintf("/dev/loop%d", j))
+		}
+		fmt.Fprintf(&s, "{ mdadm -A --run /dev/md9 %s 2>&1 || echo ASSEMBLE-FAILED\n", strings.Join(loops, " "))
+		s.WriteString("mdadm --wait /dev/md9 >/dev/null 2>&1\n")
+		s.WriteString("if echo check > /sys/block/md9/md/sync_action 2>/dev/null; then sleep 0.1; mdadm --wait /dev/md9 >/dev/null 2>&1; fi\n")
+		s.WriteString("echo mismatch_cnt=$(cat /sys/block/md9/md/mismatch_cnt 2>/dev/null)\n")
+		s.WriteString("echo array_state=$(cat /sys/block/md9/md/array_state)\n")
+		fmt.Fprintf(&s, "mdadm -S /dev/md9 2>&1; } > %s/kcheck\n", dir)
+		detach(len(c.final))
+		s.WriteString("rm -f /tmp/img/k*\n")
+	}
+	return s.String()
+}
+
+// TestMdadmTestSuite runs the translated tests (see mdadmTests).
+func TestMdadmTestSuite(t *testing.T) {
+	mdvm.Require(t)
+	bin := mdtoolBinary(t)
+	root := t.TempDir()
+	src, err := filepath.Abs("testdata/mdadm-tests")
+	if err != nil {
+		t.Fatal(err)
+	}
+	share := filepath.Join(root, "share")
+	if err := os.MkdirAll(filepath.Join(share, "tests"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	copyFile := func(from, to string) {
+		b, err := os.ReadFile(from)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(to, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	copyFile(filepath.Join(src, "prelude.sh"), filepath.Join(share, "prelude.sh"))
+	tests := mdadmTests
+	if f := os.Getenv("MDADM_TESTS"); f != "" { // a subset, for humans: MDADM_TESTS="00raid1 01r1fail"
+		tests = nil
+		for _, c := range mdadmTests {
+			if strings.Contains(" "+f+" ", " "+c.name+" ") {
+				tests = append(tests, c)
+			}
+		}
+	}
+	got := map[string]string{}
+	for _, c := range tests {
+		copyFile(filepath.Join(src, c.name+".sh"), filepath.Join(share, "tests", c.name+".sh"))
+		for _, side := range []string{"vm", "mt"} {
+			dir := filepath.Join(share, side, c.name)
+			if err := os.MkdirAll(dir, 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if !c.inVM {
+			got[c.name] = runMdadmTestHost(t, bin, share, src, c)
+		}
+	}
+	vmShare := share
+	if reuse := os.Getenv("MDADM_TESTS_VM_SHARE"); reuse != "" {
+		// For humans: compare with the mdadm logs of an earlier run
+		// (its share directory, kept); mdtool's images are not checked.
+		vmShare = reuse
+	} else {
+		out := mdvm.MustExec(t, mdvm.Run{Share: share, Script: mdadmTestVMScript(tests), Bins: []string{bin}, Mem: 2048, Timeout: 1800 * time.Second})
+		if len(out) > 0 {
+			t.Logf("VM output:\n%s", out)
+		}
+	}
+	masksUsed := map[int]bool{}
+	defer func() {
+		for i, k := range mdadmKnown {
+			if k.mask != nil && k.test == "" && !masksUsed[i] && len(tests) == len(mdadmTests) {
+				t.Errorf("known difference (%s) is gone: delete its entry in mdadmKnown", k.item)
+			}
+		}
+	}()
+	for _, c := range tests {
+		t.Run(c.name, func(t *testing.T) {
+			dir := filepath.Join(vmShare, "vm", c.name)
+			b, err := os.ReadFile(filepath.Join(dir, "log"))
+			if err != nil {
+				t.Fatalf("no mdadm log: %v", err)
+			}
+			names, _ := mdadmTestNames(c, func(i int) string { return fmt.Sprintf("/dev/loop%d", i) })
+			want := normaliseMdadmLog(string(b), names, "/share/vm/"+c.name)
+			if c.inVM {
+				m, err := os.ReadFile(filepath.Join(vmShare, "mt", c.name, "log"))
+				if err != nil {
+					t.Fatalf("no mdtool log: %v", err)
+				}
+				got[c.name] = normaliseMdadmLog(string(m), names, "/share/mt/"+c.name)
+			}
+			_, unmasked := compareMdadmLogs(splitSteps(want), splitSteps(got[c.name]))
+			mine := got[c.name]
+			for i, k := range mdadmKnown {
+				if k.mask != nil && (k.test == "" || k.test == c.name) {
+					want = k.mask.ReplaceAllString(want, k.repl)
+					mine = k.mask.ReplaceAllString(mine, k.repl)
+					if _, d := compareMdadmLogs(splitSteps(want), splitSteps(mine)); len(d) < len(unmasked) {
+						masksUsed[i] = true
+					}
+				}
+			}
+			first, diffs := compareMdadmLogs(splitSteps(want), splitSteps(mine))
+			checkMdadmDiffs(t, c.name, splitSteps(want), first, diffs)
+			if c.final != nil && vmShare == share {
+				k, err := os.ReadFile(filepath.Join(share, "mt", c.name, "kcheck"))
+				if err != nil {
+					t.Fatalf("no kernel check: %v", err)
+				}
+				// raid0 and linear have no mismatch_cnt
+				if strings.Contains(string(k), "ASSEMBLE-FAILED") || !regexp.MustCompile(`(?m)^mismatch_cnt=0?$`).Match(k) ||
+					!regexp.MustCompile(`(?m)^array_state=(clean|active)$`).Match(k) {
+					t.Errorf("the kernel's check of mdtool's images:\n%s", k)
+				}
+			}
+		})
+	}
+}
+
+func checkMdadmDiffs(t *testing.T, name string, want []mdadmStep, first int, diffs []string) {
+	t.Helper()
+	var known *mdadmKnownDiff
+	for i := range mdadmKnown {
+		if mdadmKnown[i].test == name && mdadmKnown[i].mask == nil {
+			known = &mdadmKnown[i]
+		}
+	}
+	switch {
+	case known == nil && first >= 0:
+		t.Errorf("mdadm and mdtool differ:\n%s", strings.Join(diffs, ""))
+	case known != nil && first < 0:
+		t.Errorf("known difference (%s) is gone: delete its entry in mdadmKnown", known.item)
+	case known != nil:
+		cmd := ""
+		if first < len(want) {
+			cmd = want[first].cmd
+		}
+		if !strings.Contains(cmd, known.from) {
+			t.Errorf("the first difference is not the known one (%s, from %q):\n%s", known.item, known.from, strings.Join(diffs, ""))
+		} else {
+			t.Logf("known difference (%s) from step %d:\n%s", known.item, first, strings.Join(diffs, ""))
+		}
+	}
+}
+
+// mkImages makes n sparse member images d0.img... of mdadm's test size in dir.
+func mkImages(t *testing.T, dir string, n int) {
+	t.Helper()
+	for i := 0; i < n; i++ {
+		p := filepath.Join(dir, fmt.Sprintf("d%d.img", i))
+		if err := os.WriteFile(p, nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Truncate(p, mdadmTestDevSize); err != nil {
+			t.Fatal(err)
+		}
+	}
+}

@@ -1,0 +1,47 @@
+# Sourced before every translated mdadm test (tests/*.sh here), by mdadm 4.2
+# in the oracle VM and by mdtool on the host, with the same variables:
+#   BIN        the tool (mdadm or mdtool), an absolute path: the function
+#              mdadm below would otherwise call itself
+#   LOG        the log every step is appended to
+#   targetdir  the case's scratch directory
+#   dev0..     the members (loop devices in the VM, image files on the host)
+#   devlist    all members; md0 md1 md2 as in mdadm's tests
+# A step is logged as "### mdadm ARGS", its stdout, "--- stderr", its
+# stderr and "--- rc=N"; its stdout is also printed, so that
+# uuid=$(mdadm -Db $md0 | sed ...) works as in mdadm's tests.
+
+mdadm() {
+	"$BIN" "$@" >"$targetdir/.out" 2>"$targetdir/.err"
+	rc=$?
+	{
+		echo "### mdadm $*"
+		cat "$targetdir/.out"
+		echo "--- stderr"
+		cat "$targetdir/.err"
+		echo "--- rc=$rc"
+	} >>"$LOG"
+	cat "$targetdir/.out"
+	return $rc
+}
+
+# quiet runs a step that is not compared (waiting for a resync, cleaning up).
+quiet() {
+	"$BIN" "$@" >/dev/null 2>&1
+}
+
+# settle waits for the resync or recovery of an array to end: mdadm's
+# tests' "check wait" (not compared: whether anything still runs is timing).
+settle() {
+	quiet --wait "$@"
+	return 0
+}
+
+# finish stops every array and logs every member's -E and -X.
+finish() {
+	quiet -Ss
+	for d in $devlist; do
+		mdadm -E "$d" >/dev/null
+		mdadm -X "$d" >/dev/null
+	done
+	return 0
+}
