@@ -22,7 +22,7 @@ func warnOldContents(w io.Writer, o *createOptions, res *plan.Result, members []
 			continue
 		}
 		if !o.run || !o.quiet {
-			fs, err := sigprobe.CreateChecks(m.File, int64(m.Geom.Size), res.Minor)
+			fs, err := sigprobe.CreateChecks(m, int64(m.Geom.Size), res.Minor)
 			if err != nil {
 				return false, exitf(ExitFailure, "cannot read %s: %v", m.Path, err)
 			}

@@ -58,10 +58,9 @@ func TestCreateOverOldContents(t *testing.T) {
 		{"run over raid0", oldRaid0, []string{"-l0", "-n3", "--run"}, "", 0,
 			"mdtool: DEV0 " + raid0 + "mdtool: DEV1 " + raid0 + "mdtool: DEV2 " + raid0 +
 				"mdtool: Defaulting to version 1.2 metadata\nmdtool: array /dev/md0 created.\n"},
-		{"run quiet over raid0", oldRaid0, []string{"-l0", "-n3", "--run", "--quiet"}, "", 0,
-			"mdtool: array /dev/md0 created.\n"},
+		{"run quiet over raid0", oldRaid0, []string{"-l0", "-n3", "--run", "--quiet"}, "", 0, ""},
 		{"run verbose over raid0", oldRaid0, []string{"-l0", "-n3", "--run", "-v"}, "", 0,
-			"mdtool: DEV0 " + raid0 + "mdtool: DEV1 " + raid0 + "mdtool: DEV2 " + raid0 +
+			"mdtool: chunk size defaults to 512K\n" + "mdtool: DEV0 " + raid0 + "mdtool: DEV1 " + raid0 + "mdtool: DEV2 " + raid0 +
 				"mdtool: creation continuing despite oddities due to --run\n" +
 				"mdtool: Defaulting to version 1.2 metadata\nmdtool: array /dev/md0 created.\n"},
 		{"no input", oldRaid0, []string{"-l1", "-n3"}, "", 1,

@@ -116,6 +116,13 @@ func runFioVerify(t *testing.T, s *served, per int64) func() {
 		if r.res.WriteBytes == 0 || r.res.ReadBytes == 0 {
 			t.Errorf("fio wrote %d and verified %d bytes", r.res.WriteBytes, r.res.ReadBytes)
 		}
+		// A request that met the lost host waited for --remote-timeout
+		// (2 s), not for a kernel NBD timeout; the bound leaves room for a
+		// loaded machine.
+		t.Logf("fio: longest request %v", r.res.MaxLatency)
+		if r.res.MaxLatency > 30*time.Second {
+			t.Errorf("fio: a request took %v: the array stalled beyond the remote timeout", r.res.MaxLatency)
+		}
 	}
 }
 

@@ -49,6 +49,8 @@ type Result struct {
 	// hardly depends on what else runs on the machine.
 	ServerCPU time.Duration
 	Errors    int // sum of the jobs' error fields
+	// MaxLatency is the longest completion latency of any request (clat).
+	MaxLatency time.Duration
 }
 
 // IOPS is read + write IOPS.
@@ -125,6 +127,9 @@ type fioDir struct {
 	TotalIOs int64   `json:"total_ios"`
 	IOPS     float64 `json:"iops"`
 	BWBytes  float64 `json:"bw_bytes"`
+	Clat     struct {
+		Max float64 `json:"max"`
+	} `json:"clat_ns"`
 }
 
 // parse reads fio's JSON output, which may be preceded by plain text lines
@@ -151,6 +156,7 @@ func parse(b []byte) (Result, error) {
 		r.ReadBytes += j.Read.IOBytes
 		r.WriteBytes += j.Write.IOBytes
 		r.IOs += j.Read.TotalIOs + j.Write.TotalIOs
+		r.MaxLatency = max(r.MaxLatency, time.Duration(j.Read.Clat.Max), time.Duration(j.Write.Clat.Max))
 	}
 	return r, nil
 }
