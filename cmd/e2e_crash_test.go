@@ -153,12 +153,7 @@ func TestCrashKill9(t *testing.T) {
 	mdvm.Require(t)
 	dir := t.TempDir()
 	runDir := filepath.Join(dir, "run")
-	seed := uint64(time.Now().UnixNano())
-	if v := os.Getenv("MDTOOL_CRASH_SEED"); v != "" {
-		seed, _ = strconv.ParseUint(v, 10, 64)
-	}
-	t.Logf("seed %d (MDTOOL_CRASH_SEED repeats a run's choices)", seed)
-	rng := rand.New(rand.NewPCG(seed, 1))
+	rng := crashRand(t, 1)
 	type crashed struct {
 		lv    crashLevel
 		imgs  []string
@@ -306,4 +301,17 @@ func TestCrashKill9(t *testing.T) {
 	if t.Failed() {
 		t.Logf("guest output:\n%s", out)
 	}
+}
+
+// crashRand is a crash test's random source: seeded from the clock, or
+// from MDTOOL_CRASH_SEED to repeat a run's choices (logged); stream keeps
+// tests that share a seed apart.
+func crashRand(t *testing.T, stream uint64) *rand.Rand {
+	t.Helper()
+	seed := uint64(time.Now().UnixNano())
+	if v := os.Getenv("MDTOOL_CRASH_SEED"); v != "" {
+		seed, _ = strconv.ParseUint(v, 10, 64)
+	}
+	t.Logf("seed %d (MDTOOL_CRASH_SEED repeats a run's choices)", seed)
+	return rand.New(rand.NewPCG(seed, stream))
 }

@@ -3,11 +3,9 @@ package cmd
 import (
 	"context"
 	"fmt"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"regexp"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -63,12 +61,7 @@ func TestGrowBitmapKill9(t *testing.T) {
 	mdvm.Require(t)
 	dir := t.TempDir()
 	runDir := filepath.Join(dir, "run")
-	seed := uint64(time.Now().UnixNano())
-	if v := os.Getenv("MDTOOL_CRASH_SEED"); v != "" {
-		seed, _ = strconv.ParseUint(v, 10, 64)
-	}
-	t.Logf("seed %d (MDTOOL_CRASH_SEED repeats a run's choices)", seed)
-	rng := rand.New(rand.NewPCG(seed, 2))
+	rng := crashRand(t, 2)
 	type forKernel struct {
 		name   string
 		imgs   []string

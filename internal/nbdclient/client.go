@@ -392,6 +392,10 @@ type conn struct {
 
 	wmu sync.Mutex
 	hdr [requestSize]byte
+	vec [2][]byte   // header + payload of a write (under wmu)
+	out net.Buffers // writev over vec, kept here so that it does not escape per request
+
+	scratch [8]byte // the reply reader's (readLoop's only)
 
 	mu      sync.Mutex
 	pending map[uint64]*call
@@ -440,8 +444,10 @@ func (cn *conn) send(typ, flags uint16, off int64, n uint32, dst, src []byte) er
 	binary.BigEndian.PutUint32(h[24:], n)
 	var err error
 	if src != nil {
-		bufs := net.Buffers{h, src}
-		_, err = bufs.WriteTo(cn.nc)
+		cn.vec[0], cn.vec[1] = h, src
+		cn.out = cn.vec[:]
+		_, err = cn.out.WriteTo(cn.nc)
+		cn.vec[1] = nil
 	} else {
 		_, err = cn.nc.Write(h)
 	}
@@ -575,7 +581,7 @@ func (cn *conn) chunk(flags, typ uint16, cookie uint64, length uint32) error {
 	if k == nil {
 		return fmt.Errorf("%w: chunk for an unknown request", ErrProtocol)
 	}
-	var scratch [8]byte
+	scratch := cn.scratch[:]
 	switch typ {
 	case replyTypeNone:
 		if length != 0 {
@@ -646,7 +652,19 @@ func (cn *conn) chunk(flags, typ uint16, cookie uint64, length uint32) error {
 }
 
 func remoteErr(k *call, errno uint32, msg string) error {
-	op := map[uint16]string{cmdRead: "read", cmdWrite: "write", cmdFlush: "flush", cmdTrim: "trim", cmdWriteZeroes: "write-zeroes"}[k.op]
+	var op string
+	switch k.op {
+	case cmdRead:
+		op = "read"
+	case cmdWrite:
+		op = "write"
+	case cmdFlush:
+		op = "flush"
+	case cmdTrim:
+		op = "trim"
+	case cmdWriteZeroes:
+		op = "write-zeroes"
+	}
 	e := syscall.Errno(errno)
 	if errno == 108 { // NBD_ESHUTDOWN
 		e = syscall.ESHUTDOWN
