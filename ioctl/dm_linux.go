@@ -84,6 +84,7 @@ const (
 	DMInactivePresentFlag = 1 << 6
 	DMBufferFullFlag      = 1 << 8
 	DMNoFlushFlag         = 1 << 11
+	DMDeferredRemove      = 1 << 17
 )
 
 // DMTarget is one line of a device-mapper table, as dmsetup prints it:
@@ -272,6 +273,16 @@ func DMRemove(name string) error {
 	_, err := dmCall(dmDevRemoveCmd, name, "", 0, 0, nil, 0)
 	if err != nil {
 		return fmt.Errorf("device-mapper: remove %s: %w", name, err)
+	}
+	return nil
+}
+
+// DMRemoveDeferred removes a device, or when it is open, marks it to be
+// removed when its last user closes it.
+func DMRemoveDeferred(name string) error {
+	_, err := dmCall(dmDevRemoveCmd, name, "", DMDeferredRemove, 0, nil, 0)
+	if err != nil {
+		return fmt.Errorf("device-mapper: remove %s (deferred): %w", name, err)
 	}
 	return nil
 }
