@@ -45,6 +45,8 @@ type DoorRecord struct {
 	Path    string   `json:"path"`
 	Backend string   `json:"backend"` // identifier of the array the device serves
 	Links   []string `json:"links,omitempty"`
+	Shim    string   `json:"shim,omitempty"`  // the dm device of the geometry shim (Path is its node)
+	Lower   string   `json:"lower,omitempty"` // under the shim: the door's own device
 }
 
 // DoorPath is the door record of the array.
@@ -130,11 +132,16 @@ func (s *Service) attachDoor() error {
 	default:
 		return fmt.Errorf("unknown block device kind %q", mode)
 	}
+	if err == nil {
+		err = s.attachShim()
+	}
 	if err != nil {
 		return err
 	}
+	s.releaseStaleShim(rec)
 	s.doorLinks = makeLinks(mdLinks(s.cfg.Device), s.door.Path(), s.cfg.Logf)
-	r := &DoorRecord{Kind: s.door.Kind(), Index: s.door.Index(), Path: s.door.Path(), Backend: s.backendID(), Links: s.doorLinks}
+	r := &DoorRecord{Kind: s.door.Kind(), Index: s.door.Index(), Path: s.door.Path(), Backend: s.backendID(), Links: s.doorLinks,
+		Shim: shimOf(s.door), Lower: lowerPath(s.door)}
 	if err := writeDoorRecord(p, r); err != nil {
 		s.cfg.Logf("recording the block device: %v", err)
 	}
@@ -145,15 +152,16 @@ func (s *Service) attachDoor() error {
 // array (NBD_CMD_RECONFIGURE), else attaches a new one.
 func (s *Service) attachNBD(rec *DoorRecord) error {
 	opts := kernelnbd.Options{Backend: s.backendID(), ReadOnly: s.cfg.ReadOnly, MaxBytes: s.cfg.NBDMaxBytes}
+	be := s.doorBackend(DoorNBD, rec)
 	if rec != nil && rec.Kind == DoorNBD && kernelnbd.Configured(rec.Index) && kernelnbd.BackendOf(rec.Index) == opts.Backend {
-		d, err := kernelnbd.Reattach(s.backend, rec.Index, opts)
+		d, err := kernelnbd.Reattach(be, rec.Index, opts)
 		if err == nil {
 			s.door, s.doorReattached = nbdDoor{d}, true
 			return nil
 		}
 		s.cfg.Logf("re-attaching %s: %v; attaching a new device", rec.Path, err)
 	}
-	d, err := kernelnbd.Attach(s.backend, -1, opts)
+	d, err := kernelnbd.Attach(be, -1, opts)
 	if err != nil {
 		return err
 	}
@@ -180,17 +188,23 @@ func (s *Service) attachUblk(rec *DoorRecord) error {
 	if o.IOOpt > o.IOMin && o.IOMin > 0 {
 		o.Boundary = o.IOOpt
 	}
+	be := s.doorBackend(DoorUblk, rec)
+	if s.shimGeo != nil {
+		// the dm device above announces the geometry; the door's
+		// requests stay inside a chunk (one piece of the permutation)
+		o.IOOpt, o.Boundary = o.IOMin, o.IOMin
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	if rec != nil && rec.Kind == DoorUblk && rec.Backend == s.backendID() {
-		d, err := ublkexport.Recover(ctx, rec.Index, s.backend, o)
+		d, err := ublkexport.Recover(ctx, rec.Index, be, o)
 		if err == nil {
 			s.door, s.doorReattached = ublkDoor{d}, true
 			return nil
 		}
 		s.cfg.Logf("re-attaching %s: %v; attaching a new device", rec.Path, err)
 	}
-	d, err := ublkexport.Attach(ctx, s.backend, o)
+	d, err := ublkexport.Attach(ctx, be, o)
 	if err != nil {
 		return err
 	}
@@ -201,6 +215,7 @@ func (s *Service) attachUblk(rec *DoorRecord) error {
 // releaseStale disconnects the device a killed daemon of this array left
 // configured, when this one attaches none.
 func (s *Service) releaseStale(rec *DoorRecord, p Paths) {
+	s.releaseStaleShim(rec)
 	if rec != nil && rec.Kind == DoorNBD && kernelnbd.Configured(rec.Index) && kernelnbd.BackendOf(rec.Index) == s.backendID() {
 		if err := kernelnbd.Disconnect(rec.Index); err != nil {
 			s.cfg.Logf("disconnecting %s: %v", rec.Path, err)

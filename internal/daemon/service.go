@@ -15,6 +15,7 @@ import (
 	"mdtool/engine"
 	"mdtool/engine/layout"
 	"mdtool/internal/nbdclient"
+	"mdtool/internal/serve/dmshim"
 	"mdtool/internal/serve/fuseexport"
 	"mdtool/internal/serve/metrics"
 	"mdtool/internal/serve/nbd"
@@ -107,6 +108,8 @@ type Service struct {
 	answerStop     bool   // a forced stop asked on the control socket (StopForce)
 
 	launched []string // Launch's members (LaunchedPaths)
+
+	shimGeo *dmshim.Geometry // the door serves the permutation under the geometry shim (blockdev_shim.go)
 
 	memMu   sync.RWMutex // guards cfg.Members and removed
 	removed map[int]bool // device indexes removed from the array

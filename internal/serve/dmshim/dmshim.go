@@ -47,12 +47,12 @@ func (g Geometry) Valid() bool {
 }
 
 // ToArray is the array address of door address p and how many bytes from
-// p on stay contiguous in the array (to the end of p's chunk, or of the
-// tail).
+// p on stay contiguous in the array (to the end of p's chunk; the tail,
+// also beyond Size should the array grow, is the identity).
 func (g Geometry) ToArray(p int64) (a, run int64) {
 	w := g.Width()
 	if p >= w*g.Stripes {
-		return p, g.Size - p
+		return p, 1 << 62
 	}
 	k, rem := p/w, p%w
 	c, r := rem/g.Chunk, rem%g.Chunk
