@@ -83,6 +83,7 @@ const (
 	DMActivePresentFlag   = 1 << 5
 	DMInactivePresentFlag = 1 << 6
 	DMBufferFullFlag      = 1 << 8
+	DMSkipLockfsFlag      = 1 << 10
 	DMNoFlushFlag         = 1 << 11
 	DMDeferredRemove      = 1 << 17
 )
@@ -245,7 +246,8 @@ func DMCreate(name, uuid string, table []DMTarget) (DMInfo, error) {
 
 // DMReload replaces the table of a device (load, suspend, resume): its
 // users see the new mapping from the next request on. With noFlush the
-// suspend does not wait for the old table's queued I/O (a dead door).
+// suspend neither waits for the old table's queued I/O (a dead door: it is
+// requeued to the new table) nor freezes the file system on the device.
 func DMReload(name string, table []DMTarget, noFlush bool) error {
 	data, err := encodeDMTable(table)
 	if err != nil {
@@ -256,7 +258,7 @@ func DMReload(name string, table []DMTarget, noFlush bool) error {
 	}
 	fl := uint32(DMSuspendFlag)
 	if noFlush {
-		fl |= DMNoFlushFlag
+		fl |= DMNoFlushFlag | DMSkipLockfsFlag
 	}
 	if _, err := dmCall(dmDevSuspendCmd, name, "", fl, 0, nil, 0); err != nil {
 		dmCall(dmTableClearCmd, name, "", 0, 0, nil, 0)

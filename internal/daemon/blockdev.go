@@ -343,7 +343,8 @@ func (s *Service) StopForce() error {
 }
 
 // NameForDevice finds the running array whose block device dev is (the
-// node, or a link to it, e.g. /dev/nbd0): its run-directory name.
+// node, or a link to it, e.g. /dev/nbd0; under the geometry shim also the
+// door's own device): its run-directory name.
 func NameForDevice(runDir, dev string) (string, bool) {
 	real, err := filepath.EvalSymlinks(dev)
 	if err != nil {
@@ -355,7 +356,7 @@ func NameForDevice(runDir, dev string) (string, bool) {
 	}
 	for _, n := range names {
 		p := PathsFor(runDir, n)
-		if rec, err := ReadDoorRecord(p); err == nil && rec != nil && rec.Path == real && Held(p) {
+		if rec, err := ReadDoorRecord(p); err == nil && rec != nil && (rec.Path == real || rec.Lower == real) && Held(p) {
 			return n, true
 		}
 	}

@@ -122,14 +122,11 @@ func (s *Service) attachShim() error {
 	if s.shimGeo == nil {
 		return nil
 	}
-	dev, reused, err := dmshim.Ensure(s.shimName(), s.shimUUID(), s.door.Path(), *s.shimGeo)
+	dev, _, err := dmshim.Ensure(s.shimName(), s.shimUUID(), s.door.Path(), *s.shimGeo)
 	if err != nil {
 		s.door.Detach()
 		s.door = nil
 		return err
-	}
-	if reused {
-		s.cfg.Logf("geometry shim %s (%s) kept over %s", dev.Name, dev.Path(), s.door.Path())
 	}
 	s.door = shimDoor{Door: s.door, dev: dev}
 	return nil
