@@ -74,7 +74,8 @@ func (s *Service) shimWanted(kind string, rec *DoorRecord) (dmshim.Geometry, boo
 // shimDecision: as recorded when the door a killed daemon of the array
 // (id) left is re-attached (its users keep seeing the same addresses),
 // else when the array has a striped geometry g (ok) that the door cannot
-// say and device-mapper is there (avail). note is for the log.
+// say and device-mapper is there (avail). note is for the log (a recorded
+// shim that cannot be kept).
 func shimDecision(kind string, rec *DoorRecord, id string, g dmshim.Geometry, ok bool, avail func() error) (use bool, note string) {
 	if rec != nil && rec.Kind == kind && rec.Backend == id {
 		if rec.Shim != "" && !ok {
@@ -91,8 +92,9 @@ func shimDecision(kind string, rec *DoorRecord, id string, g dmshim.Geometry, ok
 			return false, "" // ublk says it exactly
 		}
 	}
-	if err := avail(); err != nil {
-		return false, fmt.Sprintf("the block device cannot announce the full stripe (%d bytes): %v", g.Chunk*g.Stripes, err)
+	if avail() != nil {
+		// the door alone, without a word: mdadm's text stays as it is
+		return false, ""
 	}
 	return true, ""
 }
