@@ -121,7 +121,8 @@ func (a *Array) changeLevelClaimed(level layout.Level) error {
 		sb.Layout = uint32(int32(max(tp.params.Layout, 0)))
 		sb.ChunkSize = uint32(tp.params.ChunkSectors)
 		sb.RaidDisks = uint32(tp.params.RaidDisks)
-		sb.NewLevel, sb.NewLayout, sb.NewChunk = sb.Level, sb.Layout, sb.ChunkSize
+		// new_level, new_layout, new_chunk: super_1_sync writes them only
+		// while a reshape is active; they stay as they were.
 		sb.Size = tp.devSize
 		if level != layout.RAID0 {
 			sb.FeatureMap &^= superblock.FeatureRAID0Layout

@@ -100,6 +100,7 @@ else echo "MISMATCH %[1]d none"; fi
 	// The engine's changes.
 	served := make([]string, len(cases))
 	sizes := make([]int64, len(cases))
+	finals := make([][]*MemDevice, len(cases)) // the final members, in role order then spares
 	for k, c := range cases {
 		mems := create(t, c.spec)
 		a := open(t, mems, recoverOptions())
@@ -144,6 +145,7 @@ else echo "MISMATCH %[1]d none"; fi
 		for i, d := range mems {
 			r := place(d) // dropped members take their room too
 			if !dropped[i] {
+				finals[k] = append(finals[k], d)
 				fmt.Fprintf(&script, "D=\"$D %s\"\n", loop(r))
 			}
 		}
@@ -163,11 +165,14 @@ echo "MD5 %[1]d %[2]s"
 		grow    []string
 		keep    int    // members the engine opens afterwards (the first ones)
 		want    string // level
+		twin    int    // the engine's case making the same change (superblocks compared)
 	}
 	kcases := []kcase{
-		{"k-r5-r6", 4, "--level=5 --raid-devices=3 --chunk=64 --bitmap=none", []string{"--level=6 --raid-devices=4 --layout=preserve --add SPARE"}, 4, "raid6"},
-		{"k-r1-r5", 2, "--level=1 --raid-devices=2 --bitmap=none", []string{"--level=5"}, 2, "raid5"},
-		{"k-r0-r5-r0", 4, "--level=0 --raid-devices=3 --chunk=64", []string{"--level=5 --layout=parity-last --add SPARE", "--level=0"}, 3, "raid0"},
+		{"k-r5-r6", 4, "--level=5 --raid-devices=3 --chunk=64 --bitmap=none", []string{"--level=6 --raid-devices=4 --layout=preserve --add SPARE"}, 4, "raid6", 3},
+		{"k-r1-r5", 2, "--level=1 --raid-devices=2 --bitmap=none", []string{"--level=5"}, 2, "raid5", 0},
+		{"k-r0-r5-r0", 4, "--level=0 --raid-devices=3 --chunk=64", []string{"--level=5 --layout=parity-last --add SPARE", "--level=0"}, 3, "raid0", 2},
+		{"k-r5-r6-r5", 5, "--level=5 --raid-devices=4 --chunk=32 --bitmap=none",
+			[]string{"--level=6 --raid-devices=5 --layout=preserve --add SPARE", "--level=5"}, 5, "raid5", 4},
 	}
 	kregions := make([][]region, len(kcases))
 	for j, c := range kcases {
@@ -251,6 +256,7 @@ mdadm --stop /dev/md%[1]d >/dev/null 2>&1 || echo "ERR %[1]d stop"
 			}
 			mems = append(mems, d)
 		}
+		compareTakeoverSupers(t, c.name, mems, finals[c.twin])
 		a := open(t, mems, recoverOptions())
 		if lv := a.Geometry().Level().String(); lv != c.want || a.Degraded() != 0 {
 			t.Errorf("%s: the engine assembled %s, degraded %d; the kernel left %s", c.name, lv, a.Degraded(), c.want)
@@ -268,5 +274,35 @@ mdadm --stop /dev/md%[1]d >/dev/null 2>&1 || echo "ERR %[1]d stop"
 			}
 		}
 		a.Close()
+	}
+}
+
+// compareTakeoverSupers compares the fields a level change writes in the
+// superblocks the kernel left (kernel) with the engine's after the same
+// change on an array of the same shape (engine), member by member in
+// role order (then the spares).
+func compareTakeoverSupers(t *testing.T, name string, kernel, engine []*MemDevice) {
+	t.Helper()
+	if len(kernel) != len(engine) {
+		t.Errorf("%s: %d kernel members, %d engine members", name, len(kernel), len(engine))
+		return
+	}
+	for i := range kernel {
+		k, e := readSB(t, kernel[i]), readSB(t, engine[i])
+		type f struct {
+			name      string
+			got, want any
+		}
+		for _, x := range []f{
+			{"level", e.Level, k.Level}, {"layout", e.Layout, k.Layout}, {"chunk", e.ChunkSize, k.ChunkSize},
+			{"raid_disks", e.RaidDisks, k.RaidDisks}, {"size", e.Size, k.Size}, {"feature_map", e.FeatureMap, k.FeatureMap},
+			{"new_level", e.NewLevel, k.NewLevel}, {"new_layout", e.NewLayout, k.NewLayout}, {"new_chunk", e.NewChunk, k.NewChunk},
+			{"delta_disks", e.DeltaDisks, k.DeltaDisks}, {"resync_offset", e.ResyncOffset, k.ResyncOffset},
+			{"role", e.Role(), k.Role()},
+		} {
+			if x.got != x.want {
+				t.Errorf("%s member %d: %s %v, the kernel wrote %v", name, i, x.name, x.got, x.want)
+			}
+		}
 	}
 }

@@ -106,7 +106,7 @@ func TestTakeover(t *testing.T) {
 				}
 				sb := readSB(t, mems[0])
 				if sb.Level != int32(s.level) || int(sb.Layout) != s.layout || sb.ChunkSize != s.chunk || sb.RaidDisks != uint32(s.n) ||
-					sb.NewLevel != sb.Level || sb.FeatureMap&superblock.FeatureRAID0Layout != 0 {
+					sb.NewLevel != 0 || sb.FeatureMap&superblock.FeatureRAID0Layout != 0 {
 					t.Errorf("to %v: superblock level %d layout %d chunk %d raid_disks %d new_level %d features %#x",
 						s.level, sb.Level, sb.Layout, sb.ChunkSize, sb.RaidDisks, sb.NewLevel, sb.FeatureMap)
 				}
