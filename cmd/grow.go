@@ -38,6 +38,10 @@ chooses it:
   --size=max|N (-z)                      use more (or less) of each member
   --array-size=max|N (-Z)                the size the array exports (not stored)
   --raid-devices=N (-n)                  raid1: add or drop mirrors
+  --level=N [--layout=parity-last|preserve] [--add DEV]
+                                         change the level by md's takeover
+                                         (no data moves; a spare recovers a
+                                         new parity role)
   --level, --chunk, --layout, -n (raid0/4/5/6/10)   reshape
 
 EXIT STATUS

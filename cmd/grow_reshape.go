@@ -15,6 +15,9 @@ import (
 // does when the members have room before their data (no backup file);
 // the daemon's engine then moves the data online.
 func growReshape(env *Env, o *growOptions, md string) error {
+	if o.level != "" {
+		return growLevel(env, o, md) // grow_level.go
+	}
 	if o.level != "" || o.chunk != "" || o.layout != "" || o.raidDevices == 0 || o.size != "" || len(o.add) > 0 {
 		return exitf(ExitFailure, "reshape (changing the level, layout, chunk size, or the number of devices together with other changes) is not supported yet")
 	}

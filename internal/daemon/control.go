@@ -101,6 +101,8 @@ type Request struct {
 	// SizeSectors, AssumeClean: OpGrowSize, OpArraySize (grow_size.go).
 	SizeSectors uint64 `json:"size_sectors,omitempty"`
 	AssumeClean bool   `json:"assume_clean,omitempty"`
+	// Level is the new level (OpLevel, grow_level.go).
+	Level *int `json:"level,omitempty"`
 }
 
 // Error codes of a Response.
@@ -408,9 +410,9 @@ func (s *Server) do(req Request) Response {
 		}
 		return Response{OK: true}
 	case OpFail, OpRemove, OpAdd, OpReAdd, OpAddSpare, OpReplace, OpAction, OpSyncLimits, OpReshape, OpReadOnly, OpReadWrite,
-		OpGrowSize, OpArraySize, OpRaidDevices:
+		OpGrowSize, OpArraySize, OpRaidDevices, OpLevel:
 		switch {
-		case req.Op == OpGrowSize || req.Op == OpArraySize || req.Op == OpRaidDevices:
+		case req.Op == OpGrowSize || req.Op == OpArraySize || req.Op == OpRaidDevices || req.Op == OpLevel:
 		case req.Op == OpAction && req.Action == "":
 			return errResponse(Errorf(CodeInvalid, "%s needs an action", req.Op))
 		case req.Op != OpAction && req.Op != OpSyncLimits && req.Op != OpReshape && req.Op != OpReadOnly && req.Op != OpReadWrite && req.Device == "":

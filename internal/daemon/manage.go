@@ -54,6 +54,8 @@ func (s *Service) Manage(req Request) (*Response, error) {
 		return s.arraySize(req)
 	case OpRaidDevices:
 		return s.raidDevices(req)
+	case OpLevel:
+		return s.changeLevel(req)
 	case OpSyncLimits:
 		l := s.cfg.Array.SyncLimitsOf()
 		if req.SpeedMin != nil {
