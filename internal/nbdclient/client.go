@@ -74,6 +74,11 @@ type Client struct {
 	wg      sync.WaitGroup
 	closed  atomic.Bool
 	latency atomic.Int64 // ns, moving average of reply times
+
+	base      time.Time    // the watchdog's clock: lastReply is ns since base
+	lastReply atomic.Int64 // when a reply (or reply chunk) last arrived
+	probing   atomic.Bool  // a liveness probe is in flight (watchdog.go)
+	probeBuf  []byte
 }
 
 // Latency is the recent reply time of the server: an exponentially
@@ -104,7 +109,7 @@ func Dial(ctx context.Context, u *URI, o Options) (*Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", u, err)
 	}
-	c := &Client{uri: u, ex: *ex, timeout: o.Timeout, stop: make(chan struct{})}
+	c := &Client{uri: u, ex: *ex, timeout: o.Timeout, stop: make(chan struct{}), base: time.Now()}
 	if c.timeout == 0 {
 		c.timeout = DefaultTimeout
 	}
@@ -187,31 +192,6 @@ func (c *Client) pick() *conn {
 		return c.conns[0]
 	}
 	return c.conns[int(c.rr.Add(1))%len(c.conns)]
-}
-
-// watchdog fails the client when the oldest pending request on any
-// connection has waited longer than the timeout.
-func (c *Client) watchdog() {
-	defer c.wg.Done()
-	tick := c.timeout / 8
-	if tick < 10*time.Millisecond {
-		tick = 10 * time.Millisecond
-	}
-	t := time.NewTicker(tick)
-	defer t.Stop()
-	for {
-		select {
-		case <-c.stop:
-			return
-		case now := <-t.C:
-			for _, cn := range c.conns {
-				if since := cn.oldest(now); since > c.timeout {
-					c.fail(fmt.Errorf("%s: %w (%v)", c.uri, ErrTimeout, c.timeout))
-					return
-				}
-			}
-		}
-	}
 }
 
 // ReadAt reads len(p) bytes at off.
@@ -377,8 +357,11 @@ type call struct {
 	off   int64
 	dst   []byte // READ destination
 	start time.Time
-	err   error
-	done  chan struct{}
+	// durable: a flush or a FUA write, which a healthy server may take
+	// long to answer (the watchdog's policy, watchdog.go)
+	durable bool
+	err     error
+	done    chan struct{}
 }
 
 var callPool = sync.Pool{New: func() any { return &call{done: make(chan struct{}, 1)} }}
@@ -422,6 +405,7 @@ func (cn *conn) doLen(typ, flags uint16, off int64, n uint32) error {
 func (cn *conn) send(typ, flags uint16, off int64, n uint32, dst, src []byte) error {
 	k := callPool.Get().(*call)
 	k.op, k.off, k.dst, k.err, k.start = typ, off, dst, nil, time.Now()
+	k.durable = typ == cmdFlush || flags&cmdFlagFUA != 0
 	cn.mu.Lock()
 	if cn.err != nil {
 		err := cn.err
@@ -463,19 +447,6 @@ func (cn *conn) send(typ, flags uint16, off int64, n uint32, dst, src []byte) er
 	k.dst = nil
 	callPool.Put(k)
 	return err
-}
-
-// oldest returns how long the oldest pending request has waited.
-func (cn *conn) oldest(now time.Time) time.Duration {
-	cn.mu.Lock()
-	defer cn.mu.Unlock()
-	var d time.Duration
-	for _, k := range cn.pending {
-		if s := now.Sub(k.start); s > d {
-			d = s
-		}
-	}
-	return d
 }
 
 // abort ends the connection: every pending call gets err.
@@ -540,6 +511,7 @@ func (cn *conn) readReply(h []byte) error {
 	if _, err := io.ReadFull(cn.nc, h[:4]); err != nil {
 		return fmt.Errorf("%w: %v", ErrConnLost, err)
 	}
+	cn.c.replied()
 	switch binary.BigEndian.Uint32(h) {
 	case magicSimpleReply:
 		if _, err := io.ReadFull(cn.nc, h[4:16]); err != nil {

@@ -1,0 +1,100 @@
+package nbdclient
+
+import (
+	"fmt"
+	"time"
+)
+
+// The timeout policy (Options.Timeout). The server is dead, and the client
+// fails, when it leaves a request unanswered for the timeout:
+//
+//   - a read, write, trim or write-zeroes request: counted from the moment
+//     it was sent, whatever else the server answers meanwhile;
+//   - a flush or a FUA write (a durability request, which a healthy but
+//     loaded server may take long to answer while it writes back its
+//     cache): counted from the moment it was sent or from the server's last
+//     reply, whichever is later. While one waits and the server has said
+//     nothing for half the timeout, the watchdog sends a probe (a read of
+//     one block at offset 0), so that a healthy server busy with the flush
+//     shows that it is alive; a dead one answers no probe either.
+//
+// The watchdog sleeps until the earliest deadline of the pending requests
+// (not on a coarse tick), so the client fails when the first deadline
+// passes; failing ends every pending request at once with ErrTimeout.
+
+// replied records that the server answered something.
+func (c *Client) replied() { c.lastReply.Store(int64(time.Since(c.base))) }
+
+// watchdog fails the client when a pending request passes its deadline.
+func (c *Client) watchdog() {
+	defer c.wg.Done()
+	t := time.NewTimer(c.timeout / 4)
+	defer t.Stop()
+	for {
+		select {
+		case <-c.stop:
+			return
+		case <-t.C:
+		}
+		now := time.Since(c.base)
+		wake, late, probe := c.scan(now)
+		if late > 0 {
+			c.fail(fmt.Errorf("%s: %w (%v; a request waited %v)", c.uri, ErrTimeout, c.timeout,
+				(c.timeout + late).Round(time.Millisecond)))
+			return
+		}
+		if probe && c.probing.CompareAndSwap(false, true) {
+			go c.probe()
+		}
+		t.Reset(wake - now)
+	}
+}
+
+// scan looks at every pending request at time now (since c.base). It
+// returns when to look again, how far past its deadline the latest
+// request is (> 0: the server is dead), and whether a probe is due.
+func (c *Client) scan(now time.Duration) (wake, late time.Duration, probe bool) {
+	wake = now + c.timeout/4 // a request sent from now on is due no earlier
+	last := time.Duration(c.lastReply.Load())
+	for _, cn := range c.conns {
+		cn.mu.Lock()
+		for _, k := range cn.pending {
+			from := k.start.Sub(c.base)
+			if k.durable {
+				quiet := max(from, last)
+				if now-quiet >= c.timeout/2 {
+					probe = true
+				} else {
+					wake = min(wake, quiet+c.timeout/2)
+				}
+				from = quiet
+			}
+			due := from + c.timeout
+			if d := now - due; d >= 0 && d+1 > late {
+				late = d + 1
+			}
+			wake = min(wake, due)
+		}
+		cn.mu.Unlock()
+	}
+	if wake <= now {
+		wake = now + time.Millisecond
+	}
+	return wake, late, probe
+}
+
+// probe reads one block at offset 0: any answer shows the server alive.
+func (c *Client) probe() {
+	defer c.probing.Store(false)
+	n := int(c.ex.minBlock)
+	if n < 512 {
+		n = 512
+	}
+	if int64(n) > c.Size() {
+		return
+	}
+	if c.probeBuf == nil {
+		c.probeBuf = make([]byte, n)
+	}
+	c.pick().do(cmdRead, 0, 0, c.probeBuf, nil)
+}
