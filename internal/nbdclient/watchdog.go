@@ -13,14 +13,25 @@ import (
 //   - a flush or a FUA write (a durability request, which a healthy but
 //     loaded server may take long to answer while it writes back its
 //     cache): counted from the moment it was sent or from the server's last
-//     reply, whichever is later. While one waits and the server has said
-//     nothing for half the timeout, the watchdog sends a probe (a read of
-//     one block at offset 0), so that a healthy server busy with the flush
-//     shows that it is alive; a dead one answers no probe either.
+//     reply, whichever is later.
 //
-// The watchdog sleeps until the earliest deadline of the pending requests
-// (not on a coarse tick), so the client fails when the first deadline
-// passes; failing ends every pending request at once with ErrTimeout.
+// Whenever the server has said nothing for ProbeInterval (idle, or busy
+// with a flush), the watchdog sends a probe, a read of one block at offset
+// 0: a healthy server answers it at once, a dead one does not, and then the
+// probe is a pending read like any other. So a server that goes away is
+// noticed within the timeout plus ProbeInterval of going away even when the
+// array sends it nothing (and when it fails together with another member,
+// a request that waits for both is not held for two timeouts in a row).
+//
+// The watchdog sleeps until the earliest deadline (not on a coarse tick),
+// so the client fails when the first deadline passes; failing ends every
+// pending request at once with ErrTimeout.
+
+// ProbeInterval is how long the server may stay silent before the watchdog
+// probes it: the timeout / 4, at most half a second.
+func ProbeInterval(timeout time.Duration) time.Duration {
+	return min(timeout/4, 500*time.Millisecond)
+}
 
 // replied records that the server answered something.
 func (c *Client) replied() { c.lastReply.Store(int64(time.Since(c.base))) }
@@ -28,7 +39,7 @@ func (c *Client) replied() { c.lastReply.Store(int64(time.Since(c.base))) }
 // watchdog fails the client when a pending request passes its deadline.
 func (c *Client) watchdog() {
 	defer c.wg.Done()
-	t := time.NewTimer(c.timeout / 4)
+	t := time.NewTimer(ProbeInterval(c.timeout))
 	defer t.Stop()
 	for {
 		select {
@@ -54,20 +65,24 @@ func (c *Client) watchdog() {
 // returns when to look again, how far past its deadline the latest
 // request is (> 0: the server is dead), and whether a probe is due.
 func (c *Client) scan(now time.Duration) (wake, late time.Duration, probe bool) {
+	every := ProbeInterval(c.timeout)
 	wake = now + c.timeout/4 // a request sent from now on is due no earlier
 	last := time.Duration(c.lastReply.Load())
+	switch {
+	case c.probing.Load():
+		wake = now + every
+	case now-last >= every:
+		probe = true
+		wake = now + every
+	default:
+		wake = last + every
+	}
 	for _, cn := range c.conns {
 		cn.mu.Lock()
 		for _, k := range cn.pending {
 			from := k.start.Sub(c.base)
 			if k.durable {
-				quiet := max(from, last)
-				if now-quiet >= c.timeout/2 {
-					probe = true
-				} else {
-					wake = min(wake, quiet+c.timeout/2)
-				}
-				from = quiet
+				from = max(from, last)
 			}
 			due := from + c.timeout
 			if d := now - due; d >= 0 && d+1 > late {

@@ -2,6 +2,7 @@ package nbdclient
 
 import (
 	"errors"
+	"net"
 	"testing"
 	"time"
 )
@@ -87,4 +88,38 @@ func TestTimeoutPolicy(t *testing.T) {
 			t.Fatalf("after %v: want ErrTimeout no earlier than %v, got %v", d, timeout, err)
 		}
 	})
+}
+
+// An idle client notices a server that stopped answering: the watchdog's
+// probe goes unanswered and fails the client after the timeout, with no
+// request from its user.
+func TestIdleServerLost(t *testing.T) {
+	timeout := 2 * time.Second
+	dir := t.TempDir()
+	ctl := dir + "/ctl"
+	uri, _ := startNbdkit(t, "nbd+unix", "--filter=pause", "memory", "size=16M", "pause-control="+ctl)
+	c := dial(t, uri, Options{Timeout: timeout})
+	if _, err := c.ReadAt(make([]byte, 4096), 0); err != nil {
+		t.Fatal(err)
+	}
+	conn, err := net.Dial("unix", ctl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := conn.Write([]byte{'p'}); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	for c.Err() == nil {
+		if time.Since(start) > 2*time.Minute {
+			t.Fatal("an idle client never noticed its paused server")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if d := time.Since(start); !errors.Is(c.Err(), ErrTimeout) || d < timeout {
+		t.Fatalf("after %v: want ErrTimeout no earlier than %v, got %v", d, timeout, c.Err())
+	} else {
+		t.Logf("failed %v after the pause: %v", d, c.Err())
+	}
 }
