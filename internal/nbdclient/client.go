@@ -79,6 +79,7 @@ type Client struct {
 	lastReply atomic.Int64 // when a reply (or reply chunk) last arrived
 	probing   atomic.Bool  // a liveness probe is in flight (watchdog.go)
 	probeBuf  []byte
+	lost      chan struct{} // closed by fail
 }
 
 // Latency is the recent reply time of the server: an exponentially
@@ -109,7 +110,7 @@ func Dial(ctx context.Context, u *URI, o Options) (*Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", u, err)
 	}
-	c := &Client{uri: u, ex: *ex, timeout: o.Timeout, stop: make(chan struct{}), base: time.Now()}
+	c := &Client{uri: u, ex: *ex, timeout: o.Timeout, stop: make(chan struct{}), base: time.Now(), lost: make(chan struct{})}
 	if c.timeout == 0 {
 		c.timeout = DefaultTimeout
 	}
@@ -153,6 +154,9 @@ func (c *Client) ReadOnly() bool { return c.ex.tflags&tflagReadOnly != 0 }
 // Conns is the number of connections in use.
 func (c *Client) Conns() int { return len(c.conns) }
 
+// Failed is closed when the client fails (or is closed); Err says why.
+func (c *Client) Failed() <-chan struct{} { return c.lost }
+
 // Err is the error that failed the client, or nil while it works.
 func (c *Client) Err() error {
 	if p := c.failed.Load(); p != nil {
@@ -167,6 +171,9 @@ func (c *Client) fail(err error) {
 	if c.failed.CompareAndSwap(nil, &err) {
 		for _, cn := range c.conns {
 			cn.abort(err)
+		}
+		if c.lost != nil {
+			close(c.lost)
 		}
 	}
 }
@@ -357,11 +364,11 @@ type call struct {
 	off   int64
 	dst   []byte // READ destination
 	start time.Time
-	// durable: a flush or a FUA write, which a healthy server may take
-	// long to answer (the watchdog's policy, watchdog.go)
-	durable bool
-	err     error
-	done    chan struct{}
+	// flush: a healthy server may take long to answer it (the
+	// watchdog's policy, watchdog.go)
+	flush bool
+	err   error
+	done  chan struct{}
 }
 
 var callPool = sync.Pool{New: func() any { return &call{done: make(chan struct{}, 1)} }}
@@ -405,7 +412,7 @@ func (cn *conn) doLen(typ, flags uint16, off int64, n uint32) error {
 func (cn *conn) send(typ, flags uint16, off int64, n uint32, dst, src []byte) error {
 	k := callPool.Get().(*call)
 	k.op, k.off, k.dst, k.err, k.start = typ, off, dst, nil, time.Now()
-	k.durable = typ == cmdFlush || flags&cmdFlagFUA != 0
+	k.flush = typ == cmdFlush
 	cn.mu.Lock()
 	if cn.err != nil {
 		err := cn.err

@@ -8,12 +8,13 @@ import (
 // The timeout policy (Options.Timeout). The server is dead, and the client
 // fails, when it leaves a request unanswered for the timeout:
 //
-//   - a read, write, trim or write-zeroes request: counted from the moment
-//     it was sent, whatever else the server answers meanwhile;
-//   - a flush or a FUA write (a durability request, which a healthy but
-//     loaded server may take long to answer while it writes back its
-//     cache): counted from the moment it was sent or from the server's last
-//     reply, whichever is later.
+//   - a read, write (FUA or not), trim or write-zeroes request: counted
+//     from the moment it was sent, whatever else the server answers
+//     meanwhile (a server that answers reads but holds writes is dead);
+//   - a flush (which a healthy but loaded server may take long to answer
+//     while it writes back its cache): counted from the moment it was sent
+//     or from the server's last reply, whichever is later, but failed at
+//     twice the timeout after it was sent in any case.
 //
 // Whenever the server has said nothing for ProbeInterval (idle, or busy
 // with a flush), the watchdog sends a probe, a read of one block at offset
@@ -48,10 +49,10 @@ func (c *Client) watchdog() {
 		case <-t.C:
 		}
 		now := time.Since(c.base)
-		wake, late, probe := c.scan(now)
-		if late > 0 {
+		wake, waited, probe := c.scan(now)
+		if waited > 0 {
 			c.fail(fmt.Errorf("%s: %w (%v; a request waited %v)", c.uri, ErrTimeout, c.timeout,
-				(c.timeout + late).Round(time.Millisecond)))
+				waited.Round(time.Millisecond)))
 			return
 		}
 		if probe && c.probing.CompareAndSwap(false, true) {
@@ -62,9 +63,9 @@ func (c *Client) watchdog() {
 }
 
 // scan looks at every pending request at time now (since c.base). It
-// returns when to look again, how far past its deadline the latest
-// request is (> 0: the server is dead), and whether a probe is due.
-func (c *Client) scan(now time.Duration) (wake, late time.Duration, probe bool) {
+// returns when to look again, how long a request past its deadline has
+// waited (> 0: the server is dead), and whether a probe is due.
+func (c *Client) scan(now time.Duration) (wake, waited time.Duration, probe bool) {
 	every := ProbeInterval(c.timeout)
 	wake = now + c.timeout/4 // a request sent from now on is due no earlier
 	last := time.Duration(c.lastReply.Load())
@@ -81,12 +82,12 @@ func (c *Client) scan(now time.Duration) (wake, late time.Duration, probe bool) 
 		cn.mu.Lock()
 		for _, k := range cn.pending {
 			from := k.start.Sub(c.base)
-			if k.durable {
-				from = max(from, last)
-			}
 			due := from + c.timeout
-			if d := now - due; d >= 0 && d+1 > late {
-				late = d + 1
+			if k.flush {
+				due = min(max(from, last)+c.timeout, from+2*c.timeout)
+			}
+			if now >= due {
+				waited = max(waited, now-from)
 			}
 			wake = min(wake, due)
 		}
@@ -95,7 +96,7 @@ func (c *Client) scan(now time.Duration) (wake, late time.Duration, probe bool) 
 	if wake <= now {
 		wake = now + time.Millisecond
 	}
-	return wake, late, probe
+	return wake, waited, probe
 }
 
 // probe reads one block at offset 0: any answer shows the server alive.

@@ -20,25 +20,33 @@ func evalServer(t *testing.T, flush, pre string) string {
 	return uri
 }
 
-// A flush that takes longer than the timeout on a healthy server does not
-// fail the client: the server answers the watchdog's probes meanwhile.
+// A flush that takes longer than the timeout (but less than twice it) on a
+// healthy server does not fail the client: the server answers the
+// watchdog's probes meanwhile.
 func TestSlowFlushOnHealthyServer(t *testing.T) {
 	timeout := 2 * time.Second
-	c := dial(t, evalServer(t, "sleep 7", ""), Options{Timeout: timeout})
+	c := dial(t, evalServer(t, "sleep 3", ""), Options{Timeout: timeout})
 	start := time.Now()
 	if err := c.Flush(); err != nil {
 		t.Fatalf("a slow flush on a server that answers: %v", err)
 	}
-	if d := time.Since(start); d < 7*time.Second {
-		t.Fatalf("the flush took %v: the server's sleep 7 did not hold it", d)
+	if d := time.Since(start); d < 3*time.Second {
+		t.Fatalf("the flush took %v: the server's sleep 3 did not hold it", d)
 	}
 	if err := c.Err(); err != nil {
 		t.Fatalf("client failed: %v", err)
 	}
-	// A FUA write is a durability request too (nbdkit emulates FUA with a
-	// flush here).
-	if _, err := c.WriteAtFUA(make([]byte, 4096), 0); err != nil {
-		t.Fatalf("a slow FUA write on a server that answers: %v", err)
+}
+
+// A flush held longer than twice the timeout fails the client even while
+// the server answers reads.
+func TestFlushCap(t *testing.T) {
+	timeout := time.Second
+	c := dial(t, evalServer(t, "sleep 3600", ""), Options{Timeout: timeout})
+	start := time.Now()
+	err := c.Flush()
+	if d := time.Since(start); !errors.Is(err, ErrTimeout) || d < 2*timeout {
+		t.Fatalf("after %v: want ErrTimeout no earlier than %v, got %v", d, 2*timeout, err)
 	}
 }
 
