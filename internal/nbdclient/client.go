@@ -465,7 +465,11 @@ func (cn *conn) abort(err error) {
 	pend := cn.pending
 	cn.pending = map[uint64]*call{}
 	cn.mu.Unlock()
-	cn.nc.Close()
+	if errors.Is(err, ErrClosed) {
+		cn.nc.Close()
+	} else {
+		closeAbortive(cn.nc)
+	}
 	for _, k := range pend {
 		k.err = err
 		k.done <- struct{}{}

@@ -2,6 +2,7 @@ package nbdclient
 
 import (
 	"fmt"
+	"net"
 	"time"
 )
 
@@ -113,4 +114,20 @@ func (c *Client) probe() {
 		c.probeBuf = make([]byte, n)
 	}
 	c.pick().do(cmdRead, 0, 0, c.probeBuf, nil)
+}
+
+// closeAbortive closes the connection of a failed client at once, TCP
+// with a reset: requests still in the socket's send queue are dropped
+// rather than delivered when the link comes back (a write the array gave
+// up on must not land on the member later, after its re-add). A TLS
+// connection's underlying socket is closed directly: no close_notify
+// that could wait on a dead peer.
+func closeAbortive(nc net.Conn) {
+	if w, ok := nc.(interface{ NetConn() net.Conn }); ok {
+		nc = w.NetConn()
+	}
+	if tc, ok := nc.(*net.TCPConn); ok {
+		tc.SetLinger(0)
+	}
+	nc.Close()
 }
