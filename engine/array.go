@@ -230,6 +230,9 @@ func Open(devs []Device, opts Options) (*Array, error) {
 		a.pers = &mappedPers{a: a}
 	}
 	a.startDaemon()
+	for _, m := range a.all {
+		a.watchLoss(m)
+	}
 	return a, nil
 }
 

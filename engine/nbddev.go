@@ -90,6 +90,19 @@ func (d *NBDDevice) Latency() time.Duration { return d.c.Latency() }
 // Client is the underlying NBD client (state, URI, connections).
 func (d *NBDDevice) Client() *nbdclient.Client { return d.c }
 
+// Lost is closed when the client has failed or was closed (lossReporter).
+func (d *NBDDevice) Lost() <-chan struct{} { return d.c.Failed() }
+
+// LostErr is why the member's server is lost; errDeviceClosed when the
+// device was closed on purpose.
+func (d *NBDDevice) LostErr() error {
+	err := d.c.Err()
+	if errors.Is(err, nbdclient.ErrClosed) {
+		return errDeviceClosed
+	}
+	return err
+}
+
 // Failed reports whether the connection to the server is lost or timed out.
 func (d *NBDDevice) Failed() bool {
 	err := d.c.Err()

@@ -87,7 +87,7 @@ func TestNBDMembersServerLoss(t *testing.T) {
 func TestNBDMembersStalledServer(t *testing.T) {
 	s := spec{level: "raid1", n: 2, devMiB: []int{16}}
 	mems := create(t, s)
-	devs, _ := nbdMembers(t, mems, 500*time.Millisecond, nil, []string{"--filter=delay", "wdelay=3600"})
+	devs, _ := nbdMembers(t, mems, 5*time.Second, nil, []string{"--filter=delay", "wdelay=3600"})
 	a, err := Open(devs, testOptions())
 	if err != nil {
 		t.Fatal(err)

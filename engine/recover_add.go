@@ -258,6 +258,7 @@ func (a *Array) prepareAdd(dev Device, opts AddOptions) (*member, error) {
 	}
 	ls := &loadedSuper{minor: minor, offset: sb.SuperOffset, raw: raw, sb: &sb}
 	m := &member{dev: dev, lat: latencyOf(dev), role: -1, ls: ls, dataOff: int64(sb.DataOffset) * 512, sbEvents: sb.Events, savedRole: -1}
+	a.watchLoss(m)
 	return m, nil
 }
 
@@ -317,6 +318,7 @@ func (a *Array) prepareReAdd(dev Device) (*member, error) {
 	}
 	m := &member{dev: dev, lat: latencyOf(dev), role: -1, ls: ls, dataOff: int64(sb.DataOffset) * 512, sbEvents: sb.Events, savedRole: int(role)}
 	m.corrected.Store(sb.CntCorrectedRead)
+	a.watchLoss(m)
 	return m, nil
 }
 

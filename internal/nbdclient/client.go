@@ -74,6 +74,12 @@ type Client struct {
 	wg      sync.WaitGroup
 	closed  atomic.Bool
 	latency atomic.Int64 // ns, moving average of reply times
+
+	base      time.Time    // the watchdog's clock: lastReply is ns since base
+	lastReply atomic.Int64 // when a reply (or reply chunk) last arrived
+	probing   atomic.Bool  // a liveness probe is in flight (watchdog.go)
+	probeBuf  []byte
+	lost      chan struct{} // closed by fail
 }
 
 // Latency is the recent reply time of the server: an exponentially
@@ -104,7 +110,7 @@ func Dial(ctx context.Context, u *URI, o Options) (*Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", u, err)
 	}
-	c := &Client{uri: u, ex: *ex, timeout: o.Timeout, stop: make(chan struct{})}
+	c := &Client{uri: u, ex: *ex, timeout: o.Timeout, stop: make(chan struct{}), base: time.Now(), lost: make(chan struct{})}
 	if c.timeout == 0 {
 		c.timeout = DefaultTimeout
 	}
@@ -148,6 +154,9 @@ func (c *Client) ReadOnly() bool { return c.ex.tflags&tflagReadOnly != 0 }
 // Conns is the number of connections in use.
 func (c *Client) Conns() int { return len(c.conns) }
 
+// Failed is closed when the client fails (or is closed); Err says why.
+func (c *Client) Failed() <-chan struct{} { return c.lost }
+
 // Err is the error that failed the client, or nil while it works.
 func (c *Client) Err() error {
 	if p := c.failed.Load(); p != nil {
@@ -162,6 +171,9 @@ func (c *Client) fail(err error) {
 	if c.failed.CompareAndSwap(nil, &err) {
 		for _, cn := range c.conns {
 			cn.abort(err)
+		}
+		if c.lost != nil {
+			close(c.lost)
 		}
 	}
 }
@@ -187,31 +199,6 @@ func (c *Client) pick() *conn {
 		return c.conns[0]
 	}
 	return c.conns[int(c.rr.Add(1))%len(c.conns)]
-}
-
-// watchdog fails the client when the oldest pending request on any
-// connection has waited longer than the timeout.
-func (c *Client) watchdog() {
-	defer c.wg.Done()
-	tick := c.timeout / 8
-	if tick < 10*time.Millisecond {
-		tick = 10 * time.Millisecond
-	}
-	t := time.NewTicker(tick)
-	defer t.Stop()
-	for {
-		select {
-		case <-c.stop:
-			return
-		case now := <-t.C:
-			for _, cn := range c.conns {
-				if since := cn.oldest(now); since > c.timeout {
-					c.fail(fmt.Errorf("%s: %w (%v)", c.uri, ErrTimeout, c.timeout))
-					return
-				}
-			}
-		}
-	}
 }
 
 // ReadAt reads len(p) bytes at off.
@@ -377,6 +364,9 @@ type call struct {
 	off   int64
 	dst   []byte // READ destination
 	start time.Time
+	// flush: a healthy server may take long to answer it (the
+	// watchdog's policy, watchdog.go)
+	flush bool
 	err   error
 	done  chan struct{}
 }
@@ -422,6 +412,7 @@ func (cn *conn) doLen(typ, flags uint16, off int64, n uint32) error {
 func (cn *conn) send(typ, flags uint16, off int64, n uint32, dst, src []byte) error {
 	k := callPool.Get().(*call)
 	k.op, k.off, k.dst, k.err, k.start = typ, off, dst, nil, time.Now()
+	k.flush = typ == cmdFlush
 	cn.mu.Lock()
 	if cn.err != nil {
 		err := cn.err
@@ -465,19 +456,6 @@ func (cn *conn) send(typ, flags uint16, off int64, n uint32, dst, src []byte) er
 	return err
 }
 
-// oldest returns how long the oldest pending request has waited.
-func (cn *conn) oldest(now time.Time) time.Duration {
-	cn.mu.Lock()
-	defer cn.mu.Unlock()
-	var d time.Duration
-	for _, k := range cn.pending {
-		if s := now.Sub(k.start); s > d {
-			d = s
-		}
-	}
-	return d
-}
-
 // abort ends the connection: every pending call gets err.
 func (cn *conn) abort(err error) {
 	cn.mu.Lock()
@@ -487,7 +465,11 @@ func (cn *conn) abort(err error) {
 	pend := cn.pending
 	cn.pending = map[uint64]*call{}
 	cn.mu.Unlock()
-	cn.nc.Close()
+	if errors.Is(err, ErrClosed) {
+		cn.nc.Close()
+	} else {
+		closeAbortive(cn.nc)
+	}
 	for _, k := range pend {
 		k.err = err
 		k.done <- struct{}{}
@@ -540,6 +522,7 @@ func (cn *conn) readReply(h []byte) error {
 	if _, err := io.ReadFull(cn.nc, h[:4]); err != nil {
 		return fmt.Errorf("%w: %v", ErrConnLost, err)
 	}
+	cn.c.replied()
 	switch binary.BigEndian.Uint32(h) {
 	case magicSimpleReply:
 		if _, err := io.ReadFull(cn.nc, h[4:16]); err != nil {

@@ -4,8 +4,10 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 )
 
@@ -24,8 +26,13 @@ var hostSeq atomic.Int32
 // root and iproute2; under CI a failure fails the test, elsewhere it skips.
 func NewHost(t testing.TB) *Host {
 	t.Helper()
-	n := hostSeq.Add(1)
-	tag := fmt.Sprintf("%d%d", os.Getpid()%10000, n)
+	tag := fmt.Sprintf("%d%d", os.Getpid()%10000, hostSeq.Add(1))
+	// The subnet must be free machine-wide: test binaries of several
+	// packages run at once, and two namespaces with one address send a
+	// member's traffic to the other test's server.
+	unlock := lockSubnets(t)
+	defer unlock()
+	n := freeSubnet(t)
 	h := &Host{NS: "mdt" + tag, HostIf: "mdt" + tag + "a", IP: fmt.Sprintf("10.213.%d.2", n)}
 	peer := "mdt" + tag + "b"
 	steps := [][]string{
@@ -65,4 +72,43 @@ func (h *Host) link(t testing.TB, state string) {
 	if out, err := exec.Command("ip", "link", "set", h.HostIf, state).CombinedOutput(); err != nil {
 		t.Fatalf("ip link set %s %s: %v: %s", h.HostIf, state, err, out)
 	}
+}
+
+// lockSubnets serialises choosing and configuring a subnet among the
+// processes on this machine (an flock on a file in /run or the temp
+// directory).
+func lockSubnets(t testing.TB) func() {
+	t.Helper()
+	dir := "/run"
+	if st, err := os.Stat(dir); err != nil || !st.IsDir() {
+		dir = os.TempDir()
+	}
+	f, err := os.OpenFile(filepath.Join(dir, "mdtool-test-netns.lock"), os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+		f.Close()
+		t.Fatal(err)
+	}
+	return func() { f.Close() }
+}
+
+// freeSubnet is the first N in 1..254 whose 10.213.N.1 no interface has.
+func freeSubnet(t testing.TB) int {
+	t.Helper()
+	out, err := exec.Command("ip", "-o", "-4", "addr", "show").CombinedOutput()
+	if err != nil {
+		if os.Getenv("CI") == "" {
+			t.Skipf("ip addr: %v: %s", err, out)
+		}
+		t.Fatalf("ip addr: %v: %s", err, out)
+	}
+	for n := 1; n < 255; n++ {
+		if !strings.Contains(string(out), fmt.Sprintf(" 10.213.%d.1/", n)) {
+			return n
+		}
+	}
+	t.Fatal("no free 10.213.N.0/24 subnet")
+	return 0
 }
