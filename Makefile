@@ -8,7 +8,7 @@ DEBS    := qemu-system-x86 mdadm busybox-static cpio linux-image-amd64 linux-ima
            libnbd-bin fuse3 e2fsprogs dosfstools util-linux kmod iproute2
 DEMO    ?= /tmp/mdtool-demo
 
-.PHONY: all build test test-short deps check fmt vet docs check-docs fuzz bench bench-nbd bench-doors demo clean
+.PHONY: all build test test-short deps check fmt vet docs check-docs fuzz bench bench-reshape bench-nbd bench-doors demo clean
 
 all: build
 
@@ -68,6 +68,13 @@ fuzz:
 
 bench:
 	$(GO) run ./internal/benchtable
+
+# The issue-14 reshape benchmark (engine/reshape_bench_test.go): reshape
+# throughput beside a plain member-to-member copy of the same bytes on the
+# same members, and 4 KiB random-write IOPS during a reshape beside IOPS
+# without one, on memory members and on the member model; no thresholds.
+bench-reshape:
+	$(GO) run ./internal/benchtable -pkgs ./engine -bench '^BenchmarkReshape$$' -benchtime 1x
 
 # The issue-4 NBD benchmark: fio 4 KiB randread/randwrite at iodepth 32 and
 # 1 MiB sequential write/read through NBD on a unix socket, against the

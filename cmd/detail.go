@@ -265,7 +265,7 @@ func newDetailView(st *daemon.Status, homehost string) (*detailView, error) {
 		}
 		return nil, err
 	}
-	d := &detailView{st: st, sb: sb, homehost: homehost}
+	d := &detailView{st: reshapeSyncUnits(st, sb), sb: sb, homehost: homehost}
 	rd := st.RaidDisks
 	d.disks = make([]detailDisk, rd*2)
 	for i := range d.disks {
@@ -463,7 +463,13 @@ func (d *detailView) writeDetail(w io.Writer, dev string, noDevices bool) {
 		_, _, title, _ := syncWords(st.SyncAction)
 		fmt.Fprintf(w, "    %7s Status : %d%% complete\n", title, perMille(st.SyncDone, st.SyncTotal)/10)
 		// mdtool's addition: /proc/mdstat's progress line.
-		fmt.Fprintf(w, "          Progress : %s\n\n", progressLine(st))
+		fmt.Fprintf(w, "          Progress : %s\n", progressLine(st))
+		if d.reshape() == nil {
+			fmt.Fprintf(w, "\n")
+		}
+	}
+	if r := d.reshape(); r != nil {
+		r.write(w)
 	}
 	fmt.Fprintf(w, "              Name : %s", escName(d.setName32()))
 	if d.local() {
@@ -735,6 +741,7 @@ type detailJSON struct {
 	Events            uint64             `json:"events"`
 	FailedReason      string             `json:"failed_reason,omitempty"`
 	Sync              detailJSONSync     `json:"sync"`
+	Reshape           *detailJSONReshape `json:"reshape,omitempty"`
 	Devices           []detailJSONDevice `json:"devices"`
 	Exports           detailJSONExports  `json:"exports"`
 	Daemon            detailJSONDaemon   `json:"daemon"`
@@ -785,6 +792,9 @@ func (d *detailView) json(dev string) *detailJSON {
 		Daemon:       detailJSONDaemon{PID: st.PID, Started: st.Started.UTC().Format(time.RFC3339), Name: st.Name},
 		FailedReason: st.FailedReason,
 		Sync:         syncJSON(st),
+	}
+	if r := d.reshape(); r != nil {
+		j.Reshape = r.json()
 	}
 	if st.Level >= 1 {
 		v := st.ComponentSectors / 2

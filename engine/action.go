@@ -95,7 +95,7 @@ func (a *Array) driveSpan(ctx context.Context, act syncAction, cp *cpRule, p, en
 			return p, err
 		}
 		p += n
-		if err := a.step(ctx, p, n); err != nil {
+		if err := a.step(ctx, p, syncIO(act, n)); err != nil {
 			return p, err
 		}
 		if p < total && cp.due(p) {

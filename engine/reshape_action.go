@@ -95,6 +95,7 @@ func (ra *reshapeAction) unit(p, max uint64) (uint64, error) {
 	if !ra.safeUpTo(p+w, p) {
 		return 0, fmt.Errorf("%w: reshape at %d would overwrite data not yet moved (needs a backup file)", ErrUnsupported, p)
 	}
+	reshapeStep("move", p, a.rs.safe.Load(), g.New.ArraySectors())
 	a.suspend()
 	defer a.resume()
 	if !ra.safeUpTo(p+w, a.rs.safe.Load()) {
@@ -145,6 +146,7 @@ func (a *Array) recordReshape() error {
 	if !a.reshaping() || a.rs.safe.Load() == a.rs.progress.Load() {
 		return nil
 	}
+	reshapeStep("checkpoint", a.rs.progress.Load(), a.rs.safe.Load(), a.rs.geo.New.ArraySectors())
 	a.rs.safe.Store(a.rs.progress.Load())
 	return a.updateSuperLocked(true)
 }
@@ -169,6 +171,7 @@ func (a *Array) finishReshape() error {
 	a.unit = int64(g.IOOpt())
 	a.maxReq = max(a.opts.MaxRequest/a.unit, 1) * a.unit
 	a.rs.done.Store(true)
+	reshapeStep("finish", g.ArraySectors(), a.rs.safe.Load(), g.ArraySectors())
 	a.opts.Logf("md: %s: reshape done", a.mdName())
 	return a.updateSuperLocked(true)
 }

@@ -190,6 +190,7 @@ func Start(cfg Config) (*Service, error) {
 		return nil, fmt.Errorf("control socket %s: %w", p.Control(), err)
 	}
 	go s.metricsLoop()
+	go s.sizeLoop()
 	if cfg.RemoteReAdd > 0 {
 		go s.remoteReAddLoop(cfg.RemoteReAdd)
 	}

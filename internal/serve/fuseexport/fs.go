@@ -3,6 +3,7 @@ package fuseexport
 import (
 	"errors"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -36,9 +37,9 @@ type fileFS struct {
 
 	b        export.Backend
 	name     string
-	size     int64
-	blk      int64 // Backend minimum block: requests are aligned to it
-	max      int64 // largest Backend request
+	size     atomic.Int64 // the Backend's size, kept by Server.Resize
+	blk      int64        // Backend minimum block: requests are aligned to it
+	max      int64        // largest Backend request
 	readOnly bool
 	m        *metrics.Array
 	now      time.Time
@@ -59,7 +60,6 @@ func newFileFS(name string, b export.Backend, opts *Options) *fileFS {
 		RawFileSystem: fuse.NewDefaultRawFileSystem(),
 		b:             b,
 		name:          name,
-		size:          b.Size(),
 		blk:           int64(minBlk),
 		max:           int64(maxReq) &^ (int64(minBlk) - 1),
 		readOnly:      opts.ReadOnly,
@@ -69,6 +69,7 @@ func newFileFS(name string, b export.Backend, opts *Options) *fileFS {
 		gid:           opts.GID,
 		mode:          opts.Mode & 0o7777,
 	}
+	fs.size.Store(b.Size())
 	fs.scratch.New = func() any { return make([]byte, fs.blk) }
 	return fs
 }
@@ -83,7 +84,8 @@ func (fs *fileFS) setTimes(a *fuse.Attr) {
 }
 
 func (fs *fileFS) fileAttr(a *fuse.Attr) {
-	*a = fuse.Attr{Ino: fileID, Size: uint64(fs.size), Blocks: uint64(fs.size+511) / 512,
+	size := fs.size.Load()
+	*a = fuse.Attr{Ino: fileID, Size: uint64(size), Blocks: uint64(size+511) / 512,
 		Mode: syscall.S_IFREG | fs.mode, Nlink: 1, Blksize: uint32(fs.blk)}
 	fs.setTimes(a)
 }
@@ -127,7 +129,7 @@ func (fs *fileFS) SetAttr(cancel <-chan struct{}, in *fuse.SetAttrIn, out *fuse.
 	if in.NodeId != fileID {
 		return fuse.EPERM
 	}
-	if in.Valid&fuse.FATTR_SIZE != 0 && int64(in.Size) != fs.size ||
+	if in.Valid&fuse.FATTR_SIZE != 0 && int64(in.Size) != fs.size.Load() ||
 		in.Valid&fuse.FATTR_MODE != 0 && in.Mode&0o7777 != fs.mode ||
 		in.Valid&fuse.FATTR_UID != 0 && in.Uid != fs.uid ||
 		in.Valid&fuse.FATTR_GID != 0 && in.Gid != fs.gid {
@@ -185,7 +187,7 @@ func (fs *fileFS) FsyncDir(cancel <-chan struct{}, in *fuse.FsyncIn) fuse.Status
 
 func (fs *fileFS) StatFs(cancel <-chan struct{}, h *fuse.InHeader, out *fuse.StatfsOut) fuse.Status {
 	// The loop driver takes its discard granularity from f_bsize.
-	*out = fuse.StatfsOut{Blocks: uint64(fs.size / fs.blk), Files: 2, Bsize: uint32(fs.blk),
+	*out = fuse.StatfsOut{Blocks: uint64(fs.size.Load() / fs.blk), Files: 2, Bsize: uint32(fs.blk),
 		Frsize: uint32(fs.blk), NameLen: 255}
 	return fuse.OK
 }
@@ -255,11 +257,11 @@ func (fs *fileFS) Read(cancel <-chan struct{}, in *fuse.ReadIn, buf []byte) (fus
 	if in.NodeId != fileID {
 		return nil, fuse.EISDIR
 	}
-	off := int64(in.Offset)
-	if off >= fs.size {
+	off, size := int64(in.Offset), fs.size.Load()
+	if off >= size {
 		return fuse.ReadResultData(nil), fuse.OK // end of file
 	}
-	n := min(int64(in.Size), int64(len(buf)), fs.size-off)
+	n := min(int64(in.Size), int64(len(buf)), size-off)
 	start := time.Now()
 	err := fs.readAt(buf[:n], off)
 	fs.observe(metrics.OpRead, n, start, err)
@@ -276,11 +278,11 @@ func (fs *fileFS) Write(cancel <-chan struct{}, in *fuse.WriteIn, data []byte) (
 	if fs.readOnly {
 		return 0, fuse.EROFS
 	}
-	off := int64(in.Offset)
-	if off >= fs.size && len(data) > 0 {
+	off, size := int64(in.Offset), fs.size.Load()
+	if off >= size && len(data) > 0 {
 		return 0, fuse.Status(syscall.ENOSPC)
 	}
-	n := min(int64(len(data)), fs.size-off) // short write at the end
+	n := min(int64(len(data)), size-off) // short write at the end
 	// The kernel passes the file's flags plus O_DSYNC/O_SYNC of the
 	// individual write (RWF_DSYNC, O_DSYNC files).
 	fua := in.Flags&(syscall.O_DSYNC|syscall.O_SYNC) != 0
@@ -346,11 +348,11 @@ func (fs *fileFS) Fallocate(cancel <-chan struct{}, in *fuse.FallocateIn) fuse.S
 		return fuse.EINVAL
 	}
 	keep := mode&fallocKeepSize != 0
-	if off+length > fs.size {
+	if size := fs.size.Load(); off+length > size {
 		if !keep {
 			return fuse.Status(syscall.EFBIG)
 		}
-		length = max(fs.size-off, 0)
+		length = max(size-off, 0)
 	}
 	var op metrics.Op
 	trim := false
