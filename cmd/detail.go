@@ -14,6 +14,7 @@ import (
 
 	"mdtool/internal/daemon"
 	"mdtool/internal/mdadm/plan"
+	"mdtool/engine"
 	"mdtool/superblock"
 )
 
@@ -347,7 +348,12 @@ func (d *detailView) testStatus() ExitCode {
 	return rv
 }
 
-func (d *detailView) version() string { return fmt.Sprintf("1.%d", d.st.SuperMinor) }
+func (d *detailView) version() string {
+	if d.st.SuperMinor == engine.Minor090 {
+		return "0.90"
+	}
+	return fmt.Sprintf("1.%d", d.st.SuperMinor)
+}
 
 // arrayState is the State line's value (without the trailing space).
 func (d *detailView) arrayState() []string {

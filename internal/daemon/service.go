@@ -500,6 +500,9 @@ func readSuper(m *MemberSpec) (*superblock.Superblock, []byte, error) {
 		if _, err := m.Dev.ReadAt(buf, m.SBOffset); err != nil {
 			return nil, nil, err
 		}
+		if sb, raw, ok := view090(buf, m.SBOffset); ok {
+			return sb, raw, nil
+		}
 		sb, err := superblock.Parse(buf)
 		if sb != nil && err == nil {
 			n := superblock.HeaderSize + 2*int(sb.MaxDev)
