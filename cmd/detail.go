@@ -12,9 +12,9 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"mdtool/engine"
 	"mdtool/internal/daemon"
 	"mdtool/internal/mdadm/plan"
-	"mdtool/engine"
 	"mdtool/superblock"
 )
 

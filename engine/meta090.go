@@ -72,3 +72,15 @@ func (a *Array) sync090(m *member) []byte {
 	copy(m.ls.raw, enc)
 	return enc
 }
+
+// bitmapUUID is the uuid the array's bitmap superblock must carry: the
+// array UUID, or for 0.90 its set_uuid words in memory order
+// (superblock.BitmapUUID090).
+func (a *Array) bitmapUUID() [16]byte {
+	for _, m := range a.all {
+		if m != nil && m.ls != nil && m.ls.v090 != nil {
+			return m.ls.v090.BitmapUUID090()
+		}
+	}
+	return a.uuid
+}

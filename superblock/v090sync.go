@@ -217,3 +217,14 @@ func (sb *SuperblockV090) V1View(devBytes uint64) *Superblock {
 	}
 	return v
 }
+
+// BitmapUUID090 is the uuid a 0.90 array's bitmap superblock carries:
+// mdadm copies the four set_uuid words as they lie in memory (host order,
+// little-endian here), and compares them so.
+func (sb *SuperblockV090) BitmapUUID090() [16]byte {
+	var u [16]byte
+	for i, w := range [4]uint32{sb.SetUUID0, sb.SetUUID1, sb.SetUUID2, sb.SetUUID3} {
+		binary.LittleEndian.PutUint32(u[4*i:], w)
+	}
+	return u
+}

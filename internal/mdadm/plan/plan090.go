@@ -161,7 +161,7 @@ func (p *planner) planMembers090() error {
 		sb.Disks[a.number] = superblock.Disk090{Number: uint32(a.number), Major: d.Major, Minor: d.Minor, RaidDisk: uint32(a.raidDisk), State: st}
 	}
 	if p.bms != nil {
-		p.bms.UUID = sb.UUID()
+		p.bms.UUID = sb.BitmapUUID090()
 	}
 	for _, a := range p.order {
 		d := p.o.Devices[a.dev]

@@ -117,3 +117,23 @@ func TestPlan090Spellings(t *testing.T) {
 		t.Errorf("0.8: %v", err)
 	}
 }
+
+// The bitmap's uuid is the set_uuid words in memory order, as mdadm's
+// add_internal_bitmap0 copies them (mdadm --examine drops a bitmap whose
+// uuid differs).
+func TestPlan090BitmapUUID(t *testing.T) {
+	o := base("raid1", 2, devs(64*mib, 64*mib))
+	o.Metadata = "0.90"
+	o.Bitmap = "internal"
+	u := [16]byte{0x01, 0x23, 0x45, 0x67, 0x89, 0xab, 0xcd, 0xef, 0xfe, 0xdc, 0xba, 0x98, 0x76, 0x54, 0x32, 0x10}
+	o.UUID = &u
+	r, err := Plan(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := r.Members[0].BitmapBytes[:32]
+	want := []byte{0x67, 0x45, 0x23, 0x01, 0xef, 0xcd, 0xab, 0x89, 0x98, 0xba, 0xdc, 0xfe, 0x10, 0x32, 0x54, 0x76}
+	if string(h[8:24]) != string(want) {
+		t.Errorf("bitmap uuid % x, want % x", h[8:24], want)
+	}
+}
