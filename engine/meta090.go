@@ -84,3 +84,15 @@ func (a *Array) bitmapUUID() [16]byte {
 	}
 	return a.uuid
 }
+
+// refuse090 refuses the operations that would write 1.x metadata or
+// change the geometry of a 0.90 array (not supported yet: adding a
+// device, adding or removing a bitmap, growing, reshaping).
+func (a *Array) refuse090(what string) error {
+	for _, m := range a.all {
+		if m != nil && m.ls != nil && m.ls.v090 != nil {
+			return fmt.Errorf("%w: %s on an array with 0.90 metadata", ErrUnsupported, what)
+		}
+	}
+	return nil
+}
