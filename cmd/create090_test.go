@@ -66,7 +66,10 @@ func TestCreate090(t *testing.T) {
 		if code, out := runBin("wait", md); code != 0 && code != 1 {
 			t.Errorf("%s: wait: exit %d: %s", c.name, code, out)
 		}
-		if code, out := runBin("detail", md); code != 0 || !strings.Contains(out, "Version : 0.90\n") {
+		// mdadm's 0.90 detail: Preferred Minor, no Name, Events as hi.lo.
+		if code, out := runBin("detail", md); code != 0 || !strings.Contains(out, "Version : 0.90\n") ||
+			!strings.Contains(out, "   Preferred Minor : 127\n       Persistence : Superblock is persistent\n") ||
+			strings.Contains(out, "Name :") || !strings.Contains(out, "            Events : 0.") {
 			t.Errorf("%s: detail: exit %d\n%s", c.name, code, out)
 		}
 		if code, out := runBin("stop", md); code != 0 {

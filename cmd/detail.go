@@ -423,6 +423,10 @@ func (d *detailView) writeDetail(w io.Writer, dev string, noDevices bool) {
 	}
 	fmt.Fprintf(w, "      Raid Devices : %d\n", st.RaidDisks)
 	fmt.Fprintf(w, "     Total Devices : %d\n", d.nr)
+	sb090 := d.sb090()
+	if sb090 != nil {
+		fmt.Fprintf(w, "   Preferred Minor : %d\n", sb090.MDMinor)
+	}
 	fmt.Fprintf(w, "       Persistence : Superblock is persistent\n")
 	fmt.Fprintf(w, "\n")
 	if st.Bitmap {
@@ -471,12 +475,16 @@ func (d *detailView) writeDetail(w io.Writer, dev string, noDevices bool) {
 		// mdtool's addition: /proc/mdstat's progress line.
 		fmt.Fprintf(w, "          Progress : %s\n\n", progressLine(st))
 	}
-	fmt.Fprintf(w, "              Name : %s", escName(d.setName32()))
-	if d.local() {
-		fmt.Fprintf(w, "  (local to host %s)", escName(d.homehost))
+	if sb090 != nil {
+		d.writeIdentity090(w, sb090)
+	} else {
+		fmt.Fprintf(w, "              Name : %s", escName(d.setName32()))
+		if d.local() {
+			fmt.Fprintf(w, "  (local to host %s)", escName(d.homehost))
+		}
+		fmt.Fprintf(w, "\n              UUID : %s", uuidText(sb.SetUUID, ':'))
+		fmt.Fprintf(w, "\n            Events : %d\n\n", sb.Events)
 	}
-	fmt.Fprintf(w, "\n              UUID : %s", uuidText(sb.SetUUID, ':'))
-	fmt.Fprintf(w, "\n            Events : %d\n\n", sb.Events)
 	if !noDevices {
 		fmt.Fprintf(w, "    Number   Major   Minor   RaidDevice State\n")
 		d.writeTable(w)

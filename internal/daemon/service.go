@@ -481,6 +481,7 @@ func (s *Service) Status() (*Status, error) {
 			return nil, Errorf(CodeFailed, "reading the superblock of %s: %v", ref.Path, err)
 		}
 		st.Superblock = raw
+		st.Superblock090 = read090(ref)
 		st.Layout = int(sb.Layout)
 		if sb.Level == 0 && sb.FeatureMap&superblock.FeatureRAID0Layout == 0 {
 			st.Layout = -1

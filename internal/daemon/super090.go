@@ -17,3 +17,16 @@ func view090(buf []byte, sbOffset int64) (*superblock.Superblock, []byte, bool) 
 	v := sb.V1View(uint64(sbOffset) + superblock.Reserved090)
 	return v, v.MarshalWithChecksum(), true
 }
+
+// read090 is the member's 0.90 superblock area, or nil when it holds no
+// valid one (a 1.x member).
+func read090(m *MemberSpec) []byte {
+	buf := make([]byte, superblock.Size090)
+	if _, err := m.Dev.ReadAt(buf, m.SBOffset); err != nil {
+		return nil
+	}
+	if sb, err := superblock.Parse090(buf); sb == nil || err != nil {
+		return nil
+	}
+	return buf
+}
