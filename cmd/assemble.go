@@ -624,7 +624,7 @@ func probeCandidate(path string) (*asmDev, string) {
 	switch p.kind {
 	case kindV1:
 	case kindV090:
-		return nil, fmt.Sprintf("cannot assemble 0.90 metadata on %s: mdtool runs v1.x arrays only", path)
+		return probeCandidate090(p), ""
 	default:
 		return nil, fmt.Sprintf("no recogniseable superblock on %s", path)
 	}

@@ -349,12 +349,17 @@ func planDevices(devs []string, members []*member.Member) []plan.Device {
 			out = append(out, plan.Device{Path: d, Missing: true})
 			continue
 		}
-		out = append(out, plan.Device{
+		pd := plan.Device{
 			Path:              d,
 			Sectors:           m.Sectors(),
 			LogicalBlockSize:  m.Geom.LogicalBlockSize,
 			PhysicalBlockSize: m.Geom.PhysicalBlockSize,
-		})
+		}
+		var st unix.Stat_t
+		if unix.Stat(d, &st) == nil && st.Mode&unix.S_IFMT == unix.S_IFBLK {
+			pd.Major, pd.Minor = unix.Major(st.Rdev), unix.Minor(st.Rdev)
+		}
+		out = append(out, pd)
 	}
 	return out
 }

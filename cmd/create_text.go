@@ -176,11 +176,27 @@ func createText(r *plan.Refusal) (string, bool) {
 	case plan.AllMissing:
 		return "Subdevs can't be all missing", true
 	case plan.TooManyDevices:
-		return fmt.Sprintf("Too many devices: 1.x metadata only supports %d", r.Need), true
+		meta := r.Arg
+		if meta == "" {
+			meta = "1.x"
+		}
+		return fmt.Sprintf("Too many devices: %s metadata only supports %d", meta, r.Need), true
 	case plan.MissingUnsupported:
 		return "This level does not support missing devices", true
 	case plan.NoName:
 		return "no md device or --name given", true
+	case plan.RAID0LayoutOn090:
+		return "0.90 metadata does not support layouts for RAID0", true
+	case plan.TooManyFor090:
+		return fmt.Sprintf("0.90 metadata supports at most %d devices per array", r.Need), true
+	case plan.TooLargeFor090:
+		return "0.90 metadata supports at most 4 terabytes per device", true
+	case plan.DevicesTooLarge:
+		return fmt.Sprintf("devices too large for RAID level %d", r.Count), true
+	case plan.DataOffsetOn090:
+		return "data-offset not support for 0.90", true
+	case plan.NotSuitable:
+		return r.Device + " is not suitable for this array.", true
 	case plan.MDNameTry:
 		return fmt.Sprintf("%s is an invalid name for an md device.  Try /dev/md/%s", r.Arg, r.Alt), true
 	case plan.MDNameInvalid:

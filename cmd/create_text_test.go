@@ -12,6 +12,15 @@ import (
 
 const mib = 1024 * 1024 / 512 // sectors per MiB
 
+// rep is n copies of v.
+func rep(v uint64, n int) []uint64 {
+	out := make([]uint64, n)
+	for i := range out {
+		out[i] = v
+	}
+	return out
+}
+
 func devs(sectors ...uint64) []plan.Device {
 	out := make([]plan.Device, len(sectors))
 	for i, s := range sectors {
@@ -53,7 +62,23 @@ func TestPlanRefusalText(t *testing.T) {
 		{"faulty", func(o *plan.Options) { o.Level = "faulty" }, "level faulty is not supported", 2},
 		{"container", func(o *plan.Options) { o.Level = "container" }, "1.x metadata does not support containers", 1},
 		{"metadata", func(o *plan.Options) { o.Metadata = "2.0" }, "unrecognised metadata identifier: 2.0", 2},
-		{"metadata 0.90", func(o *plan.Options) { o.Metadata = "0.90" }, "0.90 metadata is not supported", 2},
+		{"metadata ddf", func(o *plan.Options) { o.Metadata = "ddf" }, "ddf metadata is not supported", 2},
+		{"0.90 raid0", func(o *plan.Options) { o.Metadata = "0.90"; o.Level = "0" }, "0.90 metadata does not support layouts for RAID0", 1},
+		{"0.90 28 devices", func(o *plan.Options) {
+			o.Metadata = "0.90"
+			o.Level = "1"
+			o.RaidDevices = 28
+			o.Devices = devs(make([]uint64, 28)...)
+		}, "0.90 metadata supports at most 27 devices per array", 1},
+		{"0.90 size 4T", func(o *plan.Options) { o.Metadata = "00.90"; o.SizeKiB = 4 << 30 }, "0.90 metadata supports at most 4 terabytes per device", 1},
+		{"0.90 data offset", func(o *plan.Options) { o.Metadata = "0"; o.DataOffset = 2048 }, "data-offset not support for 0.90", 1},
+		{"0.90 spares", func(o *plan.Options) {
+			o.Metadata = "0.90"
+			o.RaidDevices = 2
+			o.SpareDevices = 26
+			o.Devices = devs(rep(64*mib, 28)...)
+		}, "Too many devices: 0.90 metadata only supports 27", 1},
+		{"0.90 too small", func(o *plan.Options) { o.Metadata = "0.90"; o.Devices = devs(64*mib, 100) }, "/dev/sdb is not suitable for this array.\ncreate aborted", 1},
 		{"layout raid1", func(o *plan.Options) { o.Layout = "n2" }, "layout not meaningful for raid1 arrays.", 2},
 		{"chunk raid1", func(o *plan.Options) { o.ChunkKiB = 64 }, "specifying chunk size is forbidden for this level", 1},
 		{"chunk small", func(o *plan.Options) { o.Level = "raid0"; o.ChunkKiB = 2 }, "invalid chunk/rounding value: 2K", 2},

@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"mdtool/engine"
 	"mdtool/internal/daemon"
 	"mdtool/internal/mdadm/plan"
 	"mdtool/superblock"
@@ -347,7 +348,12 @@ func (d *detailView) testStatus() ExitCode {
 	return rv
 }
 
-func (d *detailView) version() string { return fmt.Sprintf("1.%d", d.st.SuperMinor) }
+func (d *detailView) version() string {
+	if d.st.SuperMinor == engine.Minor090 {
+		return "0.90"
+	}
+	return fmt.Sprintf("1.%d", d.st.SuperMinor)
+}
 
 // arrayState is the State line's value (without the trailing space).
 func (d *detailView) arrayState() []string {
@@ -417,6 +423,10 @@ func (d *detailView) writeDetail(w io.Writer, dev string, noDevices bool) {
 	}
 	fmt.Fprintf(w, "      Raid Devices : %d\n", st.RaidDisks)
 	fmt.Fprintf(w, "     Total Devices : %d\n", d.nr)
+	sb090 := d.sb090()
+	if sb090 != nil {
+		fmt.Fprintf(w, "   Preferred Minor : %d\n", sb090.MDMinor)
+	}
 	fmt.Fprintf(w, "       Persistence : Superblock is persistent\n")
 	fmt.Fprintf(w, "\n")
 	if st.Bitmap {
@@ -471,12 +481,16 @@ func (d *detailView) writeDetail(w io.Writer, dev string, noDevices bool) {
 	if r := d.reshape(); r != nil {
 		r.write(w)
 	}
-	fmt.Fprintf(w, "              Name : %s", escName(d.setName32()))
-	if d.local() {
-		fmt.Fprintf(w, "  (local to host %s)", escName(d.homehost))
+	if sb090 != nil {
+		d.writeIdentity090(w, sb090)
+	} else {
+		fmt.Fprintf(w, "              Name : %s", escName(d.setName32()))
+		if d.local() {
+			fmt.Fprintf(w, "  (local to host %s)", escName(d.homehost))
+		}
+		fmt.Fprintf(w, "\n              UUID : %s", uuidText(sb.SetUUID, ':'))
+		fmt.Fprintf(w, "\n            Events : %d\n\n", sb.Events)
 	}
-	fmt.Fprintf(w, "\n              UUID : %s", uuidText(sb.SetUUID, ':'))
-	fmt.Fprintf(w, "\n            Events : %d\n\n", sb.Events)
 	if !noDevices {
 		fmt.Fprintf(w, "    Number   Major   Minor   RaidDevice State\n")
 		d.writeTable(w)

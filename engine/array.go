@@ -268,8 +268,10 @@ func metadataMinor(metadata string) (int, error) {
 		return 1, nil
 	case "1.2":
 		return 2, nil
+	case "0.90":
+		return Minor090, nil
 	}
-	return -1, fmt.Errorf("%w: metadata %q (only 1.0, 1.1, 1.2)", ErrUnsupported, metadata)
+	return -1, fmt.Errorf("%w: metadata %q (only 0.90, 1.0, 1.1, 1.2)", ErrUnsupported, metadata)
 }
 
 // addMembers makes the members the assembly found: the members of the

@@ -16,6 +16,9 @@ type loadedSuper struct {
 	raw    []byte // the 4 KiB area as read
 	sb     *superblock.Superblock
 	err    error // what superblock.Validate objected to: the kernel refuses such a member
+	// v090 is the 0.90 superblock read (minor 90); sb is then its v1
+	// view and syncSuper writes 0.90 (meta090.go).
+	v090 *superblock.SuperblockV090
 }
 
 // ErrNoSuperblock: a device has no v1.x md superblock.
@@ -25,9 +28,15 @@ var ErrNoSuperblock = errors.New("engine: no md superblock")
 // does (superblock.FindV1): minor < 0 tries 1.0, 1.1 and 1.2 and keeps the
 // latest ctime.
 func loadSuper(d Device, minor int) (*loadedSuper, error) {
+	if minor == Minor090 {
+		return load090(d)
+	}
 	sectors := uint64(d.Geometry().Size) >> 9
 	v, err := superblock.FindV1(deviceReader{d}, sectors, minor)
 	if errors.Is(err, superblock.ErrNotFound) {
+		if minor < 0 {
+			return load090(d) // any metadata: 0.90 when there is no 1.x
+		}
 		return nil, ErrNoSuperblock
 	}
 	if err != nil {

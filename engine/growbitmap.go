@@ -80,6 +80,9 @@ func pauseAt(point string) {
 // chunk, daemon sleep, sync size of its choice): it is written with
 // all-ones bits to every in-sync member, then loaded as md loads it.
 func (a *Array) AddBitmap(offset int32, area bitmap.Header) error {
+	if err := a.refuse090("adding a bitmap"); err != nil {
+		return err
+	}
 	release, err := a.beginBitmapChange()
 	if err != nil {
 		return err
@@ -164,6 +167,9 @@ func (a *Array) startAddedBitmap(h *bitmap.Header, bits []byte) (writeIntent, er
 
 // RemoveBitmap removes the array's bitmap (mdadm --grow --bitmap=none).
 func (a *Array) RemoveBitmap() error {
+	if err := a.refuse090("removing the bitmap"); err != nil {
+		return err
+	}
 	release, err := a.beginBitmapChange()
 	if err != nil {
 		return err

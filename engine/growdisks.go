@@ -14,6 +14,9 @@ import (
 // members move to the lowest slots in order. The superblocks record the
 // new raid_disks and roles.
 func (a *Array) SetRaidDisks(n int) error {
+	if err := a.refuse090("changing raid-devices"); err != nil {
+		return err
+	}
 	if a.closed.Load() {
 		return ErrClosed
 	}

@@ -353,6 +353,9 @@ func (a *Array) syncSuper(m *member, utime superblock.Time) []byte {
 			sb.DevRoles[i] = superblock.RoleSpare
 		}
 	}
+	if m.ls.v090 != nil {
+		return a.sync090(m)
+	}
 	enc := sb.MarshalWithChecksum()
 	size := (int64(len(enc)) + m.lbs - 1) / m.lbs * m.lbs
 	if size > int64(len(m.ls.raw)) {

@@ -26,6 +26,9 @@ import (
 // and role (md's saved_raid_disk) and is recovered only where the bitmap
 // has bits set.
 func (a *Array) AddDevice(dev Device, opts AddOptions) (int, error) {
+	if err := a.refuse090("adding a device"); err != nil {
+		return -1, err
+	}
 	if a.closed.Load() {
 		return -1, ErrClosed
 	}

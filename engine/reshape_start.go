@@ -60,6 +60,9 @@ var ErrNoRoom = fmt.Errorf("%w: insufficient head-space for reshape", ErrUnsuppo
 // superblocks record the reshape at position 0 before anything moves.
 // The reshape then runs as a sync action (Reshape, or the sync thread).
 func (a *Array) StartReshape(rq ReshapeStart) error {
+	if err := a.refuse090("a reshape"); err != nil {
+		return err
+	}
 	if err := a.startReshape(rq); err != nil {
 		return err
 	}

@@ -187,6 +187,9 @@ type Status struct {
 	// minor version (0, 1, 2).
 	Superblock []byte `json:"superblock"`
 	SuperMinor int    `json:"super_minor"`
+	// Superblock090 is that member's 0.90 superblock (4096 bytes) when
+	// SuperMinor is 90; Superblock is then its v1 view.
+	Superblock090 []byte `json:"superblock090,omitempty"`
 
 	Level            int    `json:"level"`
 	Layout           int    `json:"layout"` // as md reports it: -1 for a raid0 without a layout

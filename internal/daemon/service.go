@@ -485,6 +485,7 @@ func (s *Service) Status() (*Status, error) {
 			return nil, Errorf(CodeFailed, "reading the superblock of %s: %v", ref.Path, err)
 		}
 		st.Superblock = raw
+		st.Superblock090 = read090(ref)
 		st.Layout = int(sb.Layout)
 		if sb.Level == 0 && sb.FeatureMap&superblock.FeatureRAID0Layout == 0 {
 			st.Layout = -1
@@ -503,6 +504,9 @@ func readSuper(m *MemberSpec) (*superblock.Superblock, []byte, error) {
 	for try := 0; try < 5; try++ {
 		if _, err := m.Dev.ReadAt(buf, m.SBOffset); err != nil {
 			return nil, nil, err
+		}
+		if sb, raw, ok := view090(buf, m.SBOffset); ok {
+			return sb, raw, nil
 		}
 		sb, err := superblock.Parse(buf)
 		if sb != nil && err == nil {

@@ -57,7 +57,7 @@ const (
 	SmallerThanSize    // Device, Have: free KiB, Need: --size KiB
 	CreateAborted      // Fails: the devices' refusals, in device order
 	AllMissing         // every device is "missing"
-	TooManyDevices     // Need: the 1.x limit
+	TooManyDevices     // Arg: the metadata ("1.x", "0.90"), Need: its limit
 	MissingUnsupported // "missing" on a level without redundancy
 	// The array name and homehost.
 	NoName         // neither an md device nor --name
@@ -79,6 +79,13 @@ const (
 	RAID10CopiesMissing    // a raid10 group of copies has no member
 	RAID0NeedsLayout       // members of different sizes without a raid0 layout
 	ArrayEmpty             // Device ("" when none), Have: its data space in KiB
+	// 0.90 metadata (validate_geometry0, init_super0).
+	RAID0LayoutOn090 // raid0 with 0.90 (mdadm 4.2 always sets a raid0 layout, which 0.90 cannot store)
+	TooManyFor090    // Need: the 0.90 limit (27 devices)
+	TooLargeFor090   // --size of 4 TiB or more per device
+	DevicesTooLarge  // Count: the level (the smallest device is 4 TiB or more)
+	DataOffsetOn090  // --data-offset with 0.90
+	NotSuitable      // Device: validate_geometry0 refuses it (smaller than 64 KiB)
 
 	numKinds // the number of kinds + 1 (for tests)
 )

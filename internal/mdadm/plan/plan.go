@@ -37,6 +37,9 @@ type Device struct {
 	Sectors           uint64 // device size in 512-byte sectors
 	LogicalBlockSize  uint32 // bytes; 0 means 512
 	PhysicalBlockSize uint32 // bytes; informational
+	// Major, Minor: the block device's numbers (0.90's disk table), 0 for
+	// an image file.
+	Major, Minor uint32
 }
 
 // Options are the create parameters, as given on mdadm's command line.
@@ -112,6 +115,9 @@ type Member struct {
 	BitmapBytes  []byte
 	// Writes lists the writes in mdadm's order (superblock, then bitmap).
 	Writes []Write
+	// V090 is the 0.90 superblock written (Superblock is then its v1
+	// view, superblock.V1View).
+	V090 *superblock.SuperblockV090
 }
 
 // Result is the complete plan.
@@ -193,9 +199,10 @@ func parseMetadata(s string) (minor int, defaulted bool, err error) {
 	case "1.2", "1.02", "default", "1":
 		return 2, false, nil
 	}
+	if is090(s) {
+		return Minor090, false, nil
+	}
 	switch t {
-	case ".90", ".9", "":
-		return 0, false, refuseArg(MetadataUnsupported, "0.90")
 	case "ddf", "imsm":
 		return 0, false, refuseArg(MetadataUnsupported, s)
 	}
@@ -228,8 +235,10 @@ func Plan(o Options) (*Result, error) {
 		p.parseArguments, // mdadm.c: metadata, level, layout, values
 		p.checkArguments, // mdadm.c: bitmap, counts
 		p.checkGeometry,  // Create(): counts against the level, layout, chunk, size
+		p.checkGeometry090,
 		p.measureDevices, // Create() with validate_geometry1: sizes, offsets
 		p.chooseSize,     // the component size, the bitmap, the warnings
+		p.checkSize090,
 		p.chooseRecovery, // raid4/5/6: recover onto a spare instead of resync
 		p.chooseName,     // the array name and homehost
 		p.initSuper,      // init_super1
@@ -297,6 +306,9 @@ func (p *planner) parseArguments() error {
 	p.minor = minor
 	r.Minor, r.DefaultedMetadata = minor, defaulted
 	r.Metadata = fmt.Sprintf("1.%d", minor)
+	if minor == Minor090 {
+		r.Metadata = "0.90"
+	}
 
 	if o.Level == "" {
 		return refuse(NoLevel)
@@ -489,7 +501,7 @@ func (p *planner) measureDevices() error {
 		if dataOffset == 0 {
 			if haveDefaultOffset {
 				dataOffset = p.stDataOffset
-			} else if p.minor != 0 {
+			} else if p.minor != 0 && p.minor != Minor090 {
 				dataOffset = defaultDataOffset(d.Sectors, p.chunk)
 			}
 		}
@@ -515,8 +527,10 @@ func (p *planner) measureDevices() error {
 	switch {
 	case p.missingDisks == p.subdevs:
 		return refuse(AllMissing)
+	case p.minor == Minor090 && p.raid+p.spares > superblock.Disks090:
+		return &Refusal{Kind: TooManyDevices, Arg: "0.90", Need: superblock.Disks090}
 	case p.raid+p.spares > maxDevs:
-		return &Refusal{Kind: TooManyDevices, Need: maxDevs}
+		return &Refusal{Kind: TooManyDevices, Arg: "1.x", Need: maxDevs}
 	case len(fail) > 0:
 		return &Refusal{Kind: CreateAborted, Fails: fail}
 	}
@@ -529,7 +543,12 @@ func (p *planner) freeSpace(d Device, dataOffset uint64) (uint64, *Refusal) {
 	devsize := d.Sectors
 	var freesize uint64
 	tooSmall := false
-	if p.minor == 0 {
+	if p.minor == Minor090 {
+		if devsize < superblock.Reserved090/512 {
+			return 0, refuseDevice(NotSuitable, d.Path)
+		}
+		freesize = superblock.Offset090(devsize*512) / 512
+	} else if p.minor == 0 {
 		devsize &^= 7
 		overhead := 8*2 + 8 + chooseBmSpace(d.Sectors)
 		if devsize < overhead {
@@ -779,6 +798,9 @@ func (p *planner) assignSlots() error {
 
 // addBitmap is add_internal_bitmap1 at create time.
 func (p *planner) addBitmap() error {
+	if p.minor == Minor090 {
+		return p.addBitmap090()
+	}
 	r, sb := p.r, p.sb
 	var bitmapSize uint64 // sectors covered
 	if p.level == LevelRAID10 {
@@ -844,6 +866,9 @@ func (p *planner) raid0NeedsLayout() bool {
 
 // planMembers is write_init_super1 for every member, in mdadm's order.
 func (p *planner) planMembers() error {
+	if p.minor == Minor090 {
+		return p.planMembers090()
+	}
 	needLayout := p.raid0NeedsLayout()
 	for _, a := range p.order {
 		d := p.o.Devices[a.dev]
