@@ -101,13 +101,6 @@ var mdadmKnown = []mdadmKnownDiff{
 	{test: "00raid1-090", from: "-e0.90", item: "h7: create -e 0.90, --build"},
 	// issue 16 item 5 (h7): --update= on assemble, --delay, -o/-w.
 	{test: "00readonly", from: "-ro", item: "h7: -o/--readonly, -w/--readwrite"},
-	// Regressions found after merging issue 16's branches, not yet fixed:
-	// at create, raid5's device to be recovered (its slot recorded, not in
-	// sync) goes through spare selection, where the spare added last
-	// takes the lowest free slot first (md's runtime order), so the
-	// recovery goes to a spare instead of that device: "-Db" counts one
-	// spare less and "-A" of the three first devices finds a spare.
-	{test: "03r5assemV1", from: "-Db|-A /dev/md1 DEV0 DEV1 DEV2", item: "regression: create's recovering raid5 device treated as a spare"},
 	// A member's superblock read with -E right after "--add" of two
 	// spares may say "active" where the kernel's says "clean" (the array
 	// has not yet gone clean after the adds' metadata updates): timing.
