@@ -88,19 +88,11 @@ var mdadmKnown = []mdadmKnownDiff{
 	// issue 16 item 2 (h6): spares take free slots in the kernel's order.
 	// issue 16 item 5 (h7): -Ss prints nothing where mdadm prints nothing.
 	{mask: regexp.MustCompile(`(### mdadm -Ss\n(?:[^#].*\n)*?--- stderr\n)(?:mdadm: stopped \S+\n)+`), repl: "${1}", item: "h7: -Ss prints nothing"},
-	// Not assigned: with mdadm 4.2 and Linux 6.1, "-r" of the member of
-	// a bitmap raid1 failed a second before prints nothing, exits 0 and
-	// leaves it in the array (the "-a" that follows: "Cannot open DEV2:
-	// Device or resource busy"); mdtool removes it ("hot removed") and
-	// re-adds it. Not yet explained, so not followed.
-	{test: "05r1-re-add", from: "-r DEV2", item: "unexplained: mdadm 4.2's silent -r after -f on a bitmap raid1"},
 	// issue 16 item 5 (h7): create -e 0.90 (mdadm 4.2 refuses it for raid0
 	// on Linux 6.1: "0.90 metadata does not support layouts for RAID0"),
 	// -B/--build.
 	{test: "00raid0-090", from: "-e0.90", item: "h7: create -e 0.90, --build"},
 	{test: "00raid1-090", from: "-e0.90", item: "h7: create -e 0.90, --build"},
-	// issue 16 item 5 (h7): --update= on assemble, --delay, -o/-w.
-	{test: "00readonly", from: "-ro", item: "h7: -o/--readonly, -w/--readwrite"},
 	// DEV1 keeps the superblock written when DEV2 fails, right after
 	// -CR: "active" while the initial resync (mdadm's test fails the
 	// members during it) still runs or the array has not yet gone clean
