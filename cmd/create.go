@@ -177,11 +177,17 @@ func runCreate(c *cobra.Command, env *Env, o *createOptions, args []string) erro
 		return nil
 	}
 	// Start it as mdadm --create does (RUN_ARRAY): the devices are closed
-	// first so that the daemon can open them exclusively.
+	// first so that the daemon can open them exclusively. They go to the
+	// engine in mdadm's ADD_NEW_DISK order (res.Members: raid4/5/6's
+	// recovery spare last): md binds each new device at the head of its
+	// list, so the device added last is offered the empty slot first,
+	// which is how mdadm makes the kernel recover into that device.
 	var paths []string
+	for _, pm := range res.Members {
+		paths = append(paths, devs[pm.Device])
+	}
 	for i, m := range members {
 		if m != nil {
-			paths = append(paths, devs[i])
 			m.Close()
 			members[i] = nil
 		}

@@ -27,7 +27,10 @@ Every DEVICE after an operation gets that operation, until the next one:
                              the other members' superblocks record it (md
                              refuses to fail the last copy of the data);
                              spares can be failed too
-  --remove, -r               remove a faulty or spare member
+  --remove, -r               remove a faulty or spare member (in mdadm's
+                             forms, "mdtool MD -r DEV", -r takes DEV as its
+                             value and removes nothing, as in mdadm 4.2;
+                             --remove works)
   --add, -a                  add a device: as a spare, which a rebuild
                              starts on at once when a role is missing or
                              faulty; a former member of the array that
@@ -221,7 +224,7 @@ func runManage(env *Env, c *cobra.Command, args []string, runDir string) error {
 		return runStop(env, []string{m.mddev}, false, false, runDir, stopTimeout, m.verb)
 	}
 	if len(ops) == 0 {
-		return usagef("no devices given for %s", m.mddev)
+		return manageWithoutDevices(args, disp, m.mddev, runDir)
 	}
 	m.runDir = runDir
 	// A --replace takes the first --with after it that no other

@@ -167,11 +167,16 @@ func translateMdadmArgs(root *cobra.Command, args []string) []string {
 	mode := ""
 	out := make([]string, 0, len(args)+1)
 	skipValue := false
+	dropValue := false // the value of mdadm 4.2's -r (mdadm_remove42.go)
 	misc := false
 	for i, a := range args {
 		if skipValue {
 			skipValue = false
 			out = append(out, a)
+			continue
+		}
+		if dropValue {
+			dropValue = false
 			continue
 		}
 		if a == "--" {
@@ -180,6 +185,15 @@ func translateMdadmArgs(root *cobra.Command, args []string) []string {
 		}
 		if m, ok := roModes[a]; ok && mode == "" && i == 0 {
 			mode = m // mdadm -o MD, -w MD (misc mode)
+			continue
+		}
+		if (mode == "" || mode == "manage") && shortRemove42(a) {
+			if mode == "" && i == 0 {
+				mode = "manage"
+			}
+			var r string
+			r, dropValue = translateRemove42(args, i)
+			out = append(out, r)
 			continue
 		}
 		if mode == "" && i == 0 && manageOpts[a] {
@@ -258,7 +272,7 @@ func translateMdadmArgs(root *cobra.Command, args []string) []string {
 		if !misc && len(args) > first+1 && !strings.HasPrefix(args[first], "-") {
 			for _, a := range args[first+1:] {
 				name, _, _ := strings.Cut(a, "=")
-				if manageOpts[name] {
+				if manageOpts[name] || shortRemove42(a) {
 					mode = "manage"
 					break
 				}

@@ -17,7 +17,14 @@ func TestTranslateMissingForms(t *testing.T) {
 		{"--examine-bit /dev/sda", "examine-bitmap /dev/sda"},
 		{"--exam /dev/sda", "--exam /dev/sda"}, // ambiguous for getopt_long too
 		{"--ex /dev/sda", "--ex /dev/sda"},     // ambiguous: examine, examine-bitmap, export, ...
-		{"-r /dev/md0 /dev/sdb", "manage -r /dev/md0 /dev/sdb"},
+		// mdadm 4.2's -r takes a value (mdadm_remove42.go): /dev/md0 here
+		{"-r /dev/md0 /dev/sdb", "manage --remove /dev/sdb"},
+		{"/dev/md0 -r /dev/sdb", "manage /dev/md0 --remove"},
+		{"/dev/md0 -r /dev/sdb /dev/sdc", "manage /dev/md0 --remove /dev/sdc"},
+		{"-ro /dev/md0", "manage --remove /dev/md0"},
+		{"/dev/md0 -r", "manage /dev/md0 -r"},
+		{"manage /dev/md0 -r /dev/sdb", "manage /dev/md0 -r /dev/sdb"},
+		{"-F -r 5 --scan", "monitor -r 5 --scan"},
 		{"--remove /dev/md0 /dev/sdb", "manage --remove /dev/md0 /dev/sdb"},
 		{"--fail /dev/md0 /dev/sdb", "manage --fail /dev/md0 /dev/sdb"},
 		{"-a /dev/md0 /dev/sdb", "manage -a /dev/md0 /dev/sdb"},
@@ -35,7 +42,7 @@ func TestTranslateMissingForms(t *testing.T) {
 	}
 }
 
-// TestManageFormsOnRunningArray: -r MD DEV and --fail MD DEV act on the
+// TestManageFormsOnRunningArray: --remove MD DEV and --fail MD DEV act on the
 // array; --manage --stop stops it with mdadm's "stopped" line; -Ss stops
 // every array and, as mdadm's stop_scan, prints nothing (nor when no
 // array runs).
@@ -48,9 +55,14 @@ func TestManageFormsOnRunningArray(t *testing.T) {
 	if code != 0 || errs != "mdtool: set "+devs[2]+" faulty in /dev/md/mf\n" {
 		t.Errorf("--fail MD DEV: exit %d: %q", code, errs)
 	}
-	code, _, errs = mdtool(t, "-r", "/dev/md/mf", devs[2], "--run-dir", runDir)
+	// mdadm 4.2: "MD -r DEV" takes DEV for -r's value and does nothing.
+	code, _, errs = mdtool(t, "/dev/md/mf", "-r", devs[2], "--run-dir", runDir)
+	if code != 0 || errs != "" {
+		t.Errorf("MD -r DEV: exit %d: %q", code, errs)
+	}
+	code, _, errs = mdtool(t, "--remove", "/dev/md/mf", devs[2], "--run-dir", runDir)
 	if code != 0 || errs != "mdtool: hot removed "+devs[2]+" from /dev/md/mf\n" {
-		t.Errorf("-r MD DEV: exit %d: %q", code, errs)
+		t.Errorf("--remove MD DEV: exit %d: %q", code, errs)
 	}
 	code, _, errs = mdtool(t, "--manage", "/dev/md/mf", "--stop", "--run-dir", runDir)
 	if code != 0 || errs != "mdtool: stopped /dev/md/mf\n" {

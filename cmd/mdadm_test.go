@@ -28,7 +28,8 @@ func TestTranslateMdadmArgs(t *testing.T) {
 		{"-A /dev/md0 a b", "assemble /dev/md0 a b"},
 		{"-S /dev/md0", "stop /dev/md0"},
 		{"/dev/md/data --fail /dev/loop1", "manage /dev/md/data --fail /dev/loop1"},
-		{"/dev/md0 -f /dev/loop1 -r /dev/loop1", "manage /dev/md0 -f /dev/loop1 -r /dev/loop1"},
+		{"/dev/md0 -f /dev/loop1 -r /dev/loop1", "manage /dev/md0 -f /dev/loop1 --remove"}, // 4.2: -r takes a value
+		{"/dev/md0 -f /dev/loop1 --remove /dev/loop1", "manage /dev/md0 -f /dev/loop1 --remove /dev/loop1"},
 		{"/dev/md/x --add /dev/loop3", "manage /dev/md/x --add /dev/loop3"},
 		{"/dev/md0 --replace /dev/loop1 --with /dev/loop4", "manage /dev/md0 --replace /dev/loop1 --with /dev/loop4"},
 		{"--action=check /dev/md0", "action --action=check /dev/md0"},

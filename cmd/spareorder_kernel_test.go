@@ -33,6 +33,21 @@ func spareSeqs() []spareSeq {
 			{"-D", "MD"},
 			{"-S", "MD"},
 		}},
+		// Create's recovery device (mdadm adds it last, as a spare): md
+		// offers the empty slot to the device bound last (03r5assemV1),
+		// for raid6 with a missing device the lowest empty slot.
+		{"raid5-create-spares", 5, [][]string{
+			{"-CR", "MD", "-l5", "-n3", "-x2", "D0", "D1", "D2", "D3", "D4"},
+			{"--wait", "MD"},
+			{"-D", "MD"},
+			{"-S", "MD"},
+		}},
+		{"raid6-create-missing", 5, [][]string{
+			{"-CR", "MD", "-l6", "-n4", "-x1", "D0", "missing", "D2", "D3", "D4"},
+			{"--wait", "MD"},
+			{"-D", "MD"},
+			{"-S", "MD"},
+		}},
 		// mdadm's tests/01r5fail.
 		{"01r5fail", 6, [][]string{
 			{"-CR", "MD", "-l5", "-n4", "D0", "D1", "D2", "D3"},

@@ -73,6 +73,11 @@ func (a *Array) AddDevice(dev Device, opts AddOptions) (int, error) {
 	a.suspend()
 	a.meta.mu.Lock()
 	a.cfgMu.Lock()
+	if opts.DeferRecovery {
+		// Held before the spare becomes visible: an assignSpares
+		// waiting for this suspension must not take it alone.
+		a.holdSpares()
+	}
 	m.index = len(a.devs)
 	a.devs = append(a.devs, dev)
 	a.all = append(a.all, m)

@@ -400,6 +400,12 @@ func (a *Array) assignSpares() int {
 	a.cfgMu.Lock()
 	a.failMu.Lock()
 	holes, spares = a.sparePlanLocked()
+	if a.sparesHeld() {
+		// A batch of adds began while this call waited for the array.
+		a.failMu.Unlock()
+		a.cfgMu.Unlock()
+		return 0
+	}
 	n := 0
 	take := func(r int, sp *member, guided bool) {
 		if old := a.roles[r]; old != nil {
