@@ -87,8 +87,9 @@ bench-nbd: build
 
 # The issue-12 door benchmark: in one Linux 6.12 VM run, fio 4 KiB random
 # IOPS and 1 MiB sequential MB/s through the kernel md driver (raid10 on 4
-# virtio disks) and through the engine serving that array over ublk, and a
-# raw disk against the same disk over ublk, printed with the ratios.
+# virtio disks), through mdtool serving that array as a ublk device and as a
+# kernel NBD device, through the engine alone over ublk, and a raw disk
+# against the same disk over ublk: one table, ratios against kernel md.
 # MDTOOL_BENCH_RUNTIME=N sets each fio job's seconds (default 8).
 bench-doors:
 	$(GO) test -run '^$$' -bench '^BenchmarkDoors$$' -benchtime 1x -timeout 60m ./internal/serve/ublkexport

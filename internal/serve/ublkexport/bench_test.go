@@ -6,7 +6,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -25,16 +27,18 @@ type door struct {
 	stop  string // shell: take it away
 }
 
-// doors are the columns, in the order they run. The NBD column needs a
-// program that attaches a Backend to /dev/nbdN through NBD netlink (the
-// nbd door of issue 12): add it here as
-//
-//	{name: "nbd-engine", base: "kernel-md", setup: "<attach the members through nbd> & ...", dev: "/dev/nbd0", stop: "..."},
-//
-// with "nbd" in the run's Modules.
+// doors are the rows, in the order they run. "ublk" and "nbd" are mdtool
+// itself assembling the kernel's array with --device=ublk or --device=nbd
+// (the daemon, /dev/md/bench linked to /dev/ublkbN or /dev/nbdN, the kernel
+// nbd client over socketpairs); "ublk-engine" is the engine's array behind
+// ublktest (no daemon); "ublk-file" a raw disk through export.File.
 var doors = []door{
 	{name: "kernel-md", setup: "mdadm --assemble /dev/md0 /dev/vda /dev/vdb /dev/vdc /dev/vdd >/dev/null 2>&1", dev: "/dev/md0",
 		stop: "mdadm --stop /dev/md0 >/dev/null 2>&1"},
+	{name: "ublk", base: "kernel-md", setup: "$M --assemble /dev/md/bench --device=ublk /dev/vda /dev/vdb /dev/vdc /dev/vdd || exit 4",
+		dev: "/dev/md/bench", stop: "$M --stop /dev/md/bench || exit 5"},
+	{name: "nbd", base: "kernel-md", setup: "$M --assemble /dev/md/bench --device=nbd /dev/vda /dev/vdb /dev/vdc /dev/vdd || exit 6",
+		dev: "/dev/md/bench", stop: "$M --stop /dev/md/bench || exit 7"},
 	{name: "ublk-engine", base: "kernel-md", setup: "$U attach -members /dev/vda,/dev/vdb,/dev/vdc,/dev/vdd -queues 2 > /tmp/u.log 2>&1 & spid=$!; waitdev /tmp/u.log $spid >/dev/null",
 		dev: "/dev/ublkb0", stop: "kill $spid; wait $spid"},
 	{name: "raw-disk", dev: "/dev/vde"},
@@ -53,15 +57,17 @@ var doorJobs = []struct{ name, args string }{
 // BenchmarkDoors (make bench-doors) measures, in one Linux 6.12 VM run on
 // the same virtio disks, fio 4 KiB random IOPS and 1 MiB sequential
 // throughput through the kernel md driver (raid10 on 4 disks, made by
-// mdadm) and through the engine serving that array as /dev/ublkb0, and
-// through a raw disk and the same disk served by export.File (O_DIRECT)
-// over ublk.
-// TCG makes the absolute figures meaningless; the ratios (ublk-engine /
-// kernel-md, ublk-file / raw-disk) show the cost of the door.
+// mdadm), through mdtool serving that array as a ublk device and as a
+// kernel NBD device, through the engine alone behind ublktest, and through
+// a raw disk and the same disk served by export.File (O_DIRECT) over ublk.
+// It prints one table; a row's ratios are against its base row (kernel-md
+// for the arrays, raw-disk for ublk-file) and are also reported as
+// metrics (DOOR/BASE-JOB). TCG makes the absolute figures meaningless; the
+// ratios show the cost of each door. No thresholds: this is not a test.
 // MDTOOL_BENCH_RUNTIME sets each job's seconds (default 8).
 func BenchmarkDoors(b *testing.B) {
 	mdvm.RequireKernel(b, "6.12")
-	bins := []string{buildUblktest(b)}
+	bins := []string{buildUblktest(b), buildMdtool(b)}
 	p, err := lookTool("fio")
 	if err != nil {
 		b.Fatal(err)
@@ -85,6 +91,7 @@ func BenchmarkDoors(b *testing.B) {
 	}
 	var sc strings.Builder
 	sc.WriteString(guestHelpers)
+	sc.WriteString("M=/usr/bin/mdtool\n")
 	sc.WriteString("mdadm --create /dev/md0 --run --level=10 --raid-devices=4 --assume-clean /dev/vda /dev/vdb /dev/vdc /dev/vdd >/dev/null 2>&1 || exit 3\n")
 	sc.WriteString("mdadm --stop /dev/md0 >/dev/null 2>&1\n")
 	for _, d := range doors {
@@ -104,7 +111,7 @@ func BenchmarkDoors(b *testing.B) {
 	b.ResetTimer()
 	out := string(mdvm.MustExec(b, mdvm.Run{
 		Kernel:  "6.12",
-		Modules: []string{"ublk_drv"},
+		Modules: []string{"ublk_drv", "nbd"},
 		Disks:   disks,
 		Bins:    bins,
 		Script:  sc.String(),
@@ -115,7 +122,24 @@ func BenchmarkDoors(b *testing.B) {
 	if err != nil {
 		b.Fatalf("%v\nguest output:\n%s", err, out)
 	}
+	tab, ratios := doorTable(res)
+	for _, r := range ratios {
+		b.ReportMetric(r.v, r.name)
+	}
+	b.Logf("fio through each door (TCG; ratios against the row's base: kernel-md, or raw-disk for ublk-file):\n%s", tab)
+	fmt.Print(tab)
+}
+
+type doorRatio struct {
+	name string // DOOR/BASE-JOB
+	v    float64
+}
+
+// doorTable prints the results as one table, a row per door and a column
+// per job; a row with a base has each figure's ratio to the base row's.
+func doorTable(res map[string]map[string]float64) (string, []doorRatio) {
 	var tab strings.Builder
+	var ratios []doorRatio
 	fmt.Fprintf(&tab, "%-12s", "door")
 	for _, j := range doorJobs {
 		fmt.Fprintf(&tab, " %22s", j.name)
@@ -130,15 +154,14 @@ func BenchmarkDoors(b *testing.B) {
 				if bv := res[d.base][j.name]; bv > 0 {
 					ratio := v / bv
 					cell += fmt.Sprintf(" (%.2fx)", ratio)
-					b.ReportMetric(ratio, d.name+"/"+d.base+"-"+j.name)
+					ratios = append(ratios, doorRatio{d.name + "/" + d.base + "-" + j.name, ratio})
 				}
 			}
 			fmt.Fprintf(&tab, " %22s", cell)
 		}
 		tab.WriteString("\n")
 	}
-	b.Logf("fio through each door (TCG; ratios against the base column of the row):\n%s", tab.String())
-	fmt.Print(tab.String())
+	return tab.String(), ratios
 }
 
 func unit(job string) string {
@@ -208,4 +231,17 @@ func parseDoorRuns(out string) (map[string]map[string]float64, error) {
 		}
 	}
 	return res, nil
+}
+
+// buildMdtool builds the mdtool binary (the production build), static,
+// for the guest.
+func buildMdtool(t testing.TB) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "mdtool")
+	cmd := exec.Command(filepath.Join(runtime.GOROOT(), "bin", "go"), "build", "-o", bin, "mdtool")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("building mdtool: %v\n%s", err, out)
+	}
+	return bin
 }
