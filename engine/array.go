@@ -450,6 +450,12 @@ func (a *Array) startDaemon() {
 	// md_run wakes the sync thread at once: a pending resync or recovery
 	// shows in sync_action as soon as the array runs, so a `wait` right
 	// after assembly waits for it.
+	// md_check_recovery marks an array started dirty (a resync pending)
+	// clean (set_in_sync, md_update_sb: events+1) before it starts the
+	// sync thread, so md records every checkpoint of the resync; the
+	// engine's daemon would do it only at its first tick, which a loaded
+	// machine lets the resync overtake.
+	a.safeMode(a.opts.Clock())
 	if !a.opts.NoAutoSync {
 		a.checkRecovery()
 	}
