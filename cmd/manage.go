@@ -221,7 +221,9 @@ func runManage(env *Env, c *cobra.Command, args []string, runDir string) error {
 		return runStop(env, []string{m.mddev}, false, false, runDir, stopTimeout, m.verb)
 	}
 	if len(ops) == 0 {
-		return usagef("no devices given for %s", m.mddev)
+		// mdadm --remove /dev/mdX (the Ansible roles' "Removing
+		// Array(s)"): mdadm opens the array and has nothing to do.
+		return manageNothing(runDir, m.mddev)
 	}
 	m.runDir = runDir
 	// A --replace takes the first --with after it that no other
