@@ -92,6 +92,7 @@ type member struct {
 	writeMostly bool
 	failFast    bool
 	sbEvents    uint64 // events of the superblock last written/read
+	slotFreed   bool   // faulty, and md's remove_and_add_spares took it out of its slot (cfgMu)
 	memory      bool   // the device works at memory speed
 	// recCP is the recovery_offset recorded in the superblocks (md's
 	// rdev->recovery_offset, updated at checkpoints); recovery is the
@@ -424,7 +425,11 @@ func (a *Array) loadState(ref *superblock.Superblock) error {
 		// raid1's run(): a single working copy has nothing to resync.
 		a.meta.recoveryCP = superblock.MaxSector
 	}
-	a.meta.inSync = ref.ResyncOffset == superblock.MaxSector
+	// md marks a dirty array clean at its first md_check_recovery (an
+	// event) only when a resync is still pending after the personality's
+	// run: a single raid1 copy (recovery_cp set to MaxSector above) starts
+	// clean with its events as they are.
+	a.meta.inSync = a.meta.recoveryCP == superblock.MaxSector
 	if a.meta.inSync || !a.redundant() {
 		a.meta.inSync = true
 		a.meta.state.Store(stateClean)
