@@ -22,11 +22,30 @@ type eventSeq struct {
 	steps [][]string
 }
 
-// The sequences avoid an initial resync (--assume-clean): how many
-// times md checkpoints a resync depends on its timing; a recovery's
-// checkpoints do not.
+// The first two avoid an initial resync (--assume-clean); the others are
+// creates as provisioning scripts run them: an initial resync (md marks
+// the dirty array clean before its sync thread starts, then records its
+// progress every 1/16 of the range at its own request boundaries, then
+// once at the end), a raid5 create (a recovery onto the last member), a
+// degraded create and the recovery of the member added to it.
 func eventSeqs() []eventSeq {
 	return []eventSeq{
+		{"raid1-resync", 2, [][]string{
+			{"-CR", "MD", "-l1", "-n2", "D0", "D1"}, {"--wait", "MD"}, {"EV"}, {"-S", "MD"}, {"EV"},
+		}},
+		{"raid5-create", 3, [][]string{
+			{"-CR", "MD", "-l5", "-n3", "D0", "D1", "D2"}, {"--wait", "MD"}, {"-S", "MD"}, {"EV"},
+		}},
+		{"raid6-resync", 4, [][]string{
+			{"-CR", "MD", "-l6", "-n4", "D0", "D1", "D2", "D3"}, {"--wait", "MD"}, {"-S", "MD"}, {"EV"},
+		}},
+		{"raid10-resync", 4, [][]string{
+			{"-CR", "MD", "-l10", "-n4", "D0", "D1", "D2", "D3"}, {"--wait", "MD"}, {"-S", "MD"}, {"EV"},
+		}},
+		{"raid1-degraded", 2, [][]string{
+			{"-CR", "MD", "-l1", "-n2", "D0", "missing"}, {"EV"}, {"-S", "MD"}, {"EV"},
+			{"-A", "--run", "MD", "D0"}, {"MD", "--add", "D1"}, {"--wait", "MD"}, {"-S", "MD"}, {"EV"},
+		}},
 		{"raid1-bitmap", 3, [][]string{
 			{"-CR", "MD", "-l1", "-n2", "-x1", "--assume-clean", "--bitmap=internal", "--bitmap-chunk=64K", "D0", "D1", "D2"},
 			{"EV"},

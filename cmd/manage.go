@@ -224,6 +224,9 @@ func runManage(env *Env, c *cobra.Command, args []string, runDir string) error {
 		return runStop(env, []string{m.mddev}, false, false, runDir, stopTimeout, m.verb)
 	}
 	if len(ops) == 0 {
+		// mdadm --remove /dev/mdX (the Ansible roles' "Removing
+		// Array(s)"), or 4.2's "-r" that took the next word as its value:
+		// mdadm opens the array and has nothing to do.
 		return manageWithoutDevices(args, disp, m.mddev, runDir)
 	}
 	m.runDir = runDir

@@ -1,10 +1,7 @@
 package cmd
 
 import (
-	"errors"
 	"strings"
-
-	"mdtool/internal/daemon"
 )
 
 // mdadm 4.2's short option strings declare "r:" (its commit "fix coredump
@@ -51,17 +48,5 @@ func manageWithoutDevices(args []string, disp byte, mddev, runDir string) error 
 	if disp == 0 {
 		return usagef("no devices given for %s", mddev)
 	}
-	name, err := daemon.ArrayName(mddev)
-	if err != nil {
-		return exitf(ExitFailure, "%s does not appear to be an md device", mddev)
-	}
-	cl, err := daemon.Dial(runDir, name)
-	if errors.Is(err, daemon.ErrNotRunning) {
-		return exitf(ExitFailure, "error opening %s: No such file or directory", mddev)
-	}
-	if err != nil {
-		return exitf(ExitFailure, "cannot reach the daemon of %s: %v", mddev, err)
-	}
-	cl.Close()
-	return nil
+	return manageNothing(runDir, mddev)
 }

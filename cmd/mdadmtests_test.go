@@ -82,12 +82,6 @@ type mdadmKnownDiff struct {
 }
 
 var mdadmKnown = []mdadmKnownDiff{
-	// issue 16 item 4 (h6): md bumps the event count at every clean<->active
-	// transition; mdtool's counts differ (and bitmaps' Events Cleared follow).
-	{mask: regexp.MustCompile(`(?m)^(\s*Events(?: Cleared)? : )\d+`), repl: "${1}MASKED", item: "h6: event counts"},
-	// issue 16 item 2 (h6): spares take free slots in the kernel's order.
-	// issue 16 item 5 (h7): -Ss prints nothing where mdadm prints nothing.
-	{mask: regexp.MustCompile(`(### mdadm -Ss\n(?:[^#].*\n)*?--- stderr\n)(?:mdadm: stopped \S+\n)+`), repl: "${1}", item: "h7: -Ss prints nothing"},
 	// issue 16 item 5: -B/--build (arrays without superblocks) is not
 	// implemented; create -e 0.90 before it matches (h4).
 	{test: "00raid0-090", from: "-B", item: "-B/--build"},
@@ -95,9 +89,19 @@ var mdadmKnown = []mdadmKnownDiff{
 	// DEV1 keeps the superblock written when DEV2 fails, right after
 	// -CR: "active" while the initial resync (mdadm's test fails the
 	// members during it) still runs or the array has not yet gone clean
-	// after it, "clean" otherwise (events differ too) -- in md as in
-	// mdtool, it depends on how far the 20 MB resync got: timing.
-	{test: "01r1fail", from: "-E DEV1", timing: true, item: "DEV1's active/clean state: whether the initial resync ended before --fail DEV2"}}
+	// after it, "clean" otherwise -- in md as in mdtool, it depends on how
+	// far the 20 MB resync got. Its event counts too: the "--fail" right
+	// after "-CR" stops the initial resync wherever it got to, and md
+	// records that progress every 1/16 of the range, so the count depends
+	// on the resync's speed (63 in the kernel's run, 62 in mdtool's; both
+	// vary).
+	{test: "01r1fail", from: "-E DEV0|-E DEV1", timing: true, item: "active/clean state and events of the initial resync interrupted by --fail"},
+	// Timing: the "--fail" right after "-CR" interrupts the raid5
+	// create's recovery wherever it got to; how many progress records md
+	// made before (every 1/16 of the range, one event each) depends on
+	// the recovery's speed, in the kernel too (35 and 56 in the kernel's
+	// run, 40 and 62 in mdtool's on a loaded host).
+	{test: "01r5fail", from: "-E DEV0", timing: true, item: "events of the create's recovery interrupted by --fail"}}
 
 const mdadmTestDevSize = 20000 << 10
 
@@ -304,6 +308,9 @@ func TestMdadmTestSuite(t *testing.T) {
 	mdvm.Require(t)
 	bin := mdtoolBinary(t)
 	root := t.TempDir()
+	if keep := os.Getenv("MDADM_TESTS_KEEP"); keep != "" { // for humans: keep the share for MDADM_TESTS_VM_SHARE
+		root = keep
+	}
 	src, err := filepath.Abs("testdata/mdadm-tests")
 	if err != nil {
 		t.Fatal(err)

@@ -98,9 +98,16 @@ func (a *Array) driveSpan(ctx context.Context, act syncAction, cp *cpRule, p, en
 		if err := a.step(ctx, p, syncIO(act, n)); err != nil {
 			return p, err
 		}
+		// inside a span too: without a bitmap one span is the whole
+		// range; every record md makes within the unit just done
+		for p < total {
+			at, ok := cp.within(p)
+			if !ok {
+				break
+			}
+			act.checkpoint(at, true)
+		}
 		if p < total && cp.due(p) {
-			// inside a span too: without a bitmap one span is the whole
-			// range
 			act.checkpoint(p, true)
 		}
 	}

@@ -92,6 +92,7 @@ type member struct {
 	writeMostly bool
 	failFast    bool
 	sbEvents    uint64 // events of the superblock last written/read
+	slotFreed   bool   // faulty, and md's remove_and_add_spares took it out of its slot (cfgMu)
 	memory      bool   // the device works at memory speed
 	// recCP is the recovery_offset recorded in the superblocks (md's
 	// rdev->recovery_offset, updated at checkpoints); recovery is the
@@ -429,7 +430,11 @@ func (a *Array) loadState(ref *superblock.Superblock) error {
 		// raid1's run(): a single working copy has nothing to resync.
 		a.meta.recoveryCP = superblock.MaxSector
 	}
-	a.meta.inSync = ref.ResyncOffset == superblock.MaxSector
+	// md marks a dirty array clean at its first md_check_recovery (an
+	// event) only when a resync is still pending after the personality's
+	// run: a single raid1 copy (recovery_cp set to MaxSector above) starts
+	// clean with its events as they are.
+	a.meta.inSync = a.meta.recoveryCP == superblock.MaxSector
 	if a.meta.inSync || !a.redundant() {
 		a.meta.inSync = true
 		a.meta.state.Store(stateClean)
@@ -455,6 +460,12 @@ func (a *Array) startDaemon() {
 	// md_run wakes the sync thread at once: a pending resync or recovery
 	// shows in sync_action as soon as the array runs, so a `wait` right
 	// after assembly waits for it.
+	// md_check_recovery marks an array started dirty (a resync pending)
+	// clean (set_in_sync, md_update_sb: events+1) before it starts the
+	// sync thread, so md records every checkpoint of the resync; the
+	// engine's daemon would do it only at its first tick, which a loaded
+	// machine lets the resync overtake.
+	a.safeMode(a.opts.Clock())
 	if !a.opts.NoAutoSync {
 		a.checkRecovery()
 	}

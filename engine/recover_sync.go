@@ -263,7 +263,11 @@ func (a *Array) checkRecovery() {
 	a.sc.mu.Lock()
 	frozen := a.sc.frozen
 	a.sc.mu.Unlock()
-	if frozen || a.sparesHeld() || !a.syncWork() {
+	if frozen {
+		return
+	}
+	a.freeFaultySlots()
+	if a.sparesHeld() || !a.syncWork() {
 		return
 	}
 	ctx, ok := a.claim(context.Background(), "")

@@ -115,10 +115,9 @@ func (r *resyncAction) spanDone(s uint64, work, aborted bool) {
 	}
 }
 
-func (r *resyncAction) checkpoint(pos uint64, inSpan bool) {
-	if inSpan {
-		pos -= pos % r.a.syncAlign()
-	}
+// checkpoint records md's position as it is (cpRule: a request boundary
+// within the units done, all of it synced).
+func (r *resyncAction) checkpoint(pos uint64, _ bool) {
 	r.a.checkpoint(pos)
 }
 
@@ -169,28 +168,44 @@ func (a *Array) syncUnit(s, max uint64) (uint64, error) {
 const syncUpdateFrequency = 5 * time.Minute
 
 // cpRule says when md_do_sync records progress (curr_resync_completed):
-// after every 1/16 of the range, and once UPDATE_FREQUENCY has passed
-// since the last record.
+// at the top of its loop, once the position passed the last record by
+// more than 1/16 of the range (max_sectors >> 4), and once
+// UPDATE_FREQUENCY has passed since the last record. md's position moves
+// by its personality's sync request (gran sectors, syncGranularity), so
+// it records at the first request boundary past that point, however
+// large the engine's own units are.
 type cpRule struct {
-	step, next uint64
-	last       time.Time
-	clock      func() time.Time
+	m, gran, last uint64 // m: max_sectors >> 4; last: the last record
+	lastT         time.Time
+	clock         func() time.Time
 }
 
 func (a *Array) newCPRule(start, total uint64) cpRule {
-	step := total/16 + 1
-	return cpRule{step: step, next: start + step, last: a.opts.Clock(), clock: a.opts.Clock}
+	return cpRule{m: total / 16, gran: a.syncGranularity(), last: start, lastT: a.opts.Clock(), clock: a.opts.Clock}
 }
 
-// due reports whether progress at s is to be recorded now, and if so
-// starts the next period.
+// due reports whether progress at s (where md's position lands at once,
+// such as the end of a span the bitmap lets it skip) is to be recorded
+// now, and if so starts the next period.
 func (r *cpRule) due(s uint64) bool {
 	now := r.clock()
-	if s < r.next && now.Sub(r.last) < syncUpdateFrequency {
+	if s <= r.last+r.m && now.Sub(r.lastT) < syncUpdateFrequency {
 		return false
 	}
-	r.next, r.last = s+r.step, now
+	r.last, r.lastT = s, now
 	return true
+}
+
+// within returns the next position md records inside work done up to p
+// (its request boundary past last+m), if p got there.
+func (r *cpRule) within(p uint64) (uint64, bool) {
+	g := max(r.gran, 1)
+	at := r.last + (r.m/g+1)*g
+	if at > p {
+		return 0, false
+	}
+	r.last, r.lastT = at, r.clock()
+	return at, true
 }
 
 // checkpoint records resync progress (curr_resync_completed) in the
