@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"mdtool/internal/nbdclient"
 	"mdtool/internal/testkit/nbdkit"
 )
 
@@ -299,4 +300,28 @@ func minTime(a, b time.Time) time.Time {
 		return b
 	}
 	return a
+}
+
+// The member deadline leaves the remote timeout its allowance: a quarter,
+// at most 2 s, always more than the client's probe interval (the probe of
+// an idle server must fit in it, with room for the failure record).
+func TestMemberDeadline(t *testing.T) {
+	for _, c := range []struct{ timeout, want time.Duration }{
+		{15 * time.Second, 13 * time.Second},
+		{0, nbdclient.DefaultTimeout - 2*time.Second},
+		{8 * time.Second, 6 * time.Second},
+		{4 * time.Second, 3 * time.Second},
+		{time.Second, 750 * time.Millisecond},
+		{-1, -1},
+	} {
+		if got := MemberDeadline(c.timeout); got != c.want {
+			t.Errorf("MemberDeadline(%v) = %v, want %v", c.timeout, got, c.want)
+		}
+	}
+	for tm := 100 * time.Millisecond; tm <= 10*time.Minute; tm += tm / 3 {
+		a, d := RemoteAllowance(tm), MemberDeadline(tm)
+		if a+d != tm || d < tm*3/4 || a <= nbdclient.ProbeInterval(d) {
+			t.Errorf("timeout %v: allowance %v, deadline %v, probe interval %v", tm, a, d, nbdclient.ProbeInterval(d))
+		}
+	}
 }
