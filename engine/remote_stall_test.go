@@ -204,10 +204,13 @@ func stallRun(t *testing.T, a *Array, sms []*stallMember, lost []int, how string
 		}
 		all, faulty := true, true
 		for _, i := range lost {
-			// Err, not Failed: a member the array failed may have
-			// been closed since.
-			all = all && sms[i].dev.Client().Err() != nil
 			faulty = faulty && a.Members()[i].State == Faulty
+		}
+		for _, i := range lost {
+			// Err, not Failed: a member the array failed may have
+			// been closed since. Read after the states: a member
+			// faulty above has a failed client here.
+			all = all && sms[i].dev.Client().Err() != nil
 		}
 		if all && gaveUp == 0 {
 			gaveUp = time.Since(t0)
