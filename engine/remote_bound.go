@@ -23,9 +23,10 @@ import (
 // So the member's client gets a deadline of T less RemoteAllowance(T), and
 // the member is failed, and the request served, within T. The allowance is
 // a quarter of T, at most 2 s: 0.5 s for the probe and 1.5 s for the
-// failure record (the stall tests measured 0.1-0.6 s from a client's
-// failure to the request's completion, fio's through the export included,
-// on a loaded 2-core machine). A quarter of T at most, so that a healthy
+// failure record (with T = 15 s the stall tests measured the longest
+// request 0.03-0.9 s past the 13 s deadline, fio's through the array's
+// NBD export included, on a loaded 2-core machine: a second of margin
+// left). A quarter of T at most, so that a healthy
 // member is never held to less than three quarters of the user's number
 // (a loaded server's flush can take seconds): with a timeout under 8 s the
 // allowance is T/4, and the share left for the failure record (T/4 less
