@@ -164,7 +164,7 @@ func loseHosts(t *testing.T, ms []*remoteMember, lost []hostLoss) (at time.Time,
 			case "kill":
 				m.srv.Stop()
 			case "link":
-				err = m.host.SetLink("down")
+				err = m.host.SetLink(false)
 			case "pause":
 				var c net.Conn
 				if c, err = net.Dial("unix", m.ctl); err == nil {

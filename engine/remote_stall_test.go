@@ -82,7 +82,7 @@ func (sm *stallMember) loseErr(how string) error {
 	case "kill":
 		sm.srv.Stop()
 	case "link":
-		return sm.host.SetLink("down")
+		return sm.host.SetLink(false)
 	case "pause":
 		c, err := net.Dial("unix", sm.ctl)
 		if err != nil {

@@ -67,16 +67,6 @@ func (h *Host) LinkDown(t testing.TB) { h.link(t, "down") }
 // LinkUp: see LinkDown.
 func (h *Host) LinkUp(t testing.TB) { h.link(t, "up") }
 
-// SetLink sets the host's link "up" or "down" (as LinkUp, LinkDown) and
-// returns the error instead of failing a test: for goroutines that cut
-// several links at once.
-func (h *Host) SetLink(state string) error {
-	if out, err := exec.Command("ip", "link", "set", h.HostIf, state).CombinedOutput(); err != nil {
-		return fmt.Errorf("ip link set %s %s: %v: %s", h.HostIf, state, err, out)
-	}
-	return nil
-}
-
 func (h *Host) link(t testing.TB, state string) {
 	t.Helper()
 	if out, err := exec.Command("ip", "link", "set", h.HostIf, state).CombinedOutput(); err != nil {
