@@ -24,9 +24,9 @@ import (
 // the member is failed, and the request served, within T. The allowance is
 // a quarter of T, at most 2 s: 0.5 s for the probe and 1.5 s for the
 // failure record (with T = 15 s the stall tests measured the longest
-// request 0.03-0.9 s past the 13 s deadline, fio's through the array's
-// NBD export included, on a loaded 2-core machine: a second of margin
-// left). A quarter of T at most, so that a healthy
+// request 0.03-1.2 s past the 13 s deadline, the most for raid6's two
+// members lost at once under fio through the array's NBD export, on a
+// loaded 2-core machine). A quarter of T at most, so that a healthy
 // member is never held to less than three quarters of the user's number
 // (a loaded server's flush can take seconds): with a timeout under 8 s the
 // allowance is T/4, and the share left for the failure record (T/4 less
