@@ -7,12 +7,13 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"mdtool/engine"
 	"mdtool/internal/daemon"
 	fiobench "mdtool/internal/nbdbench"
-	"mdtool/internal/nbdclient"
 	"mdtool/internal/testkit/nbdkit"
 )
 
@@ -88,11 +89,11 @@ func uris(ms []*remoteMember) []string {
 
 // runFioVerify runs fio verify through the array's NBD export in the
 // background; the returned function waits for it and fails the test on any
-// error fio reports, or on a request longer than the remote timeout +
-// remoteAllowance + spread (how long the test took to make its hosts go
-// away: two hosts lost one after the other can hold a request for the
-// first one's timeout and then the second one's).
-func runFioVerify(t *testing.T, s *served, per int64) func(spread time.Duration) {
+// error fio reports, or on a request longer than the remote timeout + gap
+// (the gap between two hosts' losses, which the test makes at the same
+// moment: a request that waits for both can be held until the second
+// one's deadline).
+func runFioVerify(t *testing.T, s *served, per int64) func(gap time.Duration) {
 	t.Helper()
 	j := fiobench.Job{Name: "randwrite-verify", RW: "randwrite", BS: "4k", IODepth: 32, NumJobs: 4, Size: per,
 		Extra: []string{"--verify=crc32c", "--do_verify=1", "--verify_fatal=1", "--verify_state_save=0"}}
@@ -108,7 +109,7 @@ func runFioVerify(t *testing.T, s *served, per int64) func(spread time.Duration)
 		res, out, err := fiobench.Run(ctx, s.nbdURI(), j)
 		done <- result{res, out, err}
 	}()
-	return func(spread time.Duration) {
+	return func(gap time.Duration) {
 		t.Helper()
 		r := <-done
 		if r.err != nil {
@@ -120,29 +121,90 @@ func runFioVerify(t *testing.T, s *served, per int64) func(spread time.Duration)
 		if r.res.WriteBytes == 0 || r.res.ReadBytes == 0 {
 			t.Errorf("fio wrote %d and verified %d bytes", r.res.WriteBytes, r.res.ReadBytes)
 		}
-		// No request waits longer than --remote-timeout plus
-		// remoteAllowance (the design's bound, not a measurement).
-		t.Logf("fio: longest request %v (remote timeout %v, losses spread over %v)", r.res.MaxLatency, remoteTimeout, spread)
-		if r.res.MaxLatency > remoteTimeout+remoteAllowance+spread {
-			t.Errorf("fio: a request took %v: the array stalled beyond the %v remote timeout + %v + %v",
-				r.res.MaxLatency, remoteTimeout, remoteAllowance, spread)
+		// --remote-timeout is the bound itself: the members' deadline
+		// leaves engine.RemoteAllowance of it for the probe and the
+		// failure record.
+		t.Logf("fio: longest request %v (remote timeout %v, member deadline %v, gap between the losses %v)",
+			r.res.MaxLatency, remoteTimeout, engine.MemberDeadline(remoteTimeout), gap)
+		if r.res.MaxLatency > remoteTimeout+gap {
+			t.Errorf("fio: a request took %v: the array stalled beyond the %v remote timeout + %v between the losses",
+				r.res.MaxLatency, remoteTimeout, gap)
 		}
 	}
+}
+
+// hostLoss is how a member's host goes away.
+type hostLoss struct {
+	member int
+	how    string // kill, link, pause, slow (slowed from the start: nothing to do)
+}
+
+// loseHosts makes the hosts of lost go away, each in its own goroutine,
+// released together. It returns when the first loss began, the gap between
+// the losses — at most the time from the first one's start to the last
+// one's end (0 for one host) — and how long after the first start the last
+// one had happened.
+func loseHosts(t *testing.T, ms []*remoteMember, lost []hostLoss) (at time.Time, gap, lostBy time.Duration) {
+	t.Helper()
+	var (
+		wg         sync.WaitGroup
+		mu         sync.Mutex
+		start, end []time.Time
+		errs       []error
+	)
+	release := make(chan struct{})
+	for _, l := range lost {
+		wg.Add(1)
+		go func(m *remoteMember, how string) {
+			defer wg.Done()
+			<-release
+			s := time.Now()
+			var err error
+			switch how {
+			case "kill":
+				m.srv.Stop()
+			case "link":
+				err = m.host.SetLink(false)
+			case "pause":
+				var c net.Conn
+				if c, err = net.Dial("unix", m.ctl); err == nil {
+					_, err = c.Write([]byte{'p'})
+					c.Close()
+				}
+			}
+			e := time.Now()
+			mu.Lock()
+			defer mu.Unlock()
+			start, end = append(start, s), append(end, e)
+			if err != nil {
+				errs = append(errs, err)
+			}
+		}(ms[l.member], l.how)
+	}
+	close(release)
+	wg.Wait()
+	if len(errs) > 0 {
+		t.Fatalf("losing hosts %v: %v", lost, errs)
+	}
+	at, last := start[0], end[0]
+	for i := range start {
+		if start[i].Before(at) {
+			at = start[i]
+		}
+		if end[i].After(last) {
+			last = end[i]
+		}
+	}
+	if len(lost) > 1 {
+		gap = last.Sub(at)
+	}
+	return at, gap, last.Sub(at)
 }
 
 // remoteTimeout is the e2e tests' --remote-timeout: generous, so that a
 // healthy member of this loaded machine never fails (a flush under fio
 // load took over 2 s).
 const remoteTimeout = 15 * time.Second
-
-// remoteAllowance is what may come on top of the timeout before a request
-// that met a lost member completes: the lost server is noticed within the
-// timeout of its first unanswered request, or of the client's probe when
-// it was idle (nbdclient.ProbeInterval: 0.5 s here, for the case where a
-// request waits for two lost members in turn); then the survivors record
-// the failure in their superblocks (md holds the request until that is
-// durable), and the reply crosses the array's NBD export.
-var remoteAllowance = nbdclient.ProbeInterval(remoteTimeout) + 500*time.Millisecond
 
 // waitWriting waits until the array has taken a write (md marks it active,
 // not clean): fio is running.
@@ -190,10 +252,7 @@ func waitFaulty(t *testing.T, runDir, name string, uri string) {
 // images with check 0 and the same data.
 func TestRemoteMembers(t *testing.T) {
 	const size = 64 << 20
-	type loss struct {
-		member int
-		how    string // kill, link, pause, slow
-	}
+	type loss = hostLoss
 	cases := []struct {
 		name  string
 		n     int
@@ -246,28 +305,18 @@ func TestRemoteMembers(t *testing.T) {
 			fioStart := time.Now()
 			wait := runFioVerify(t, s, per)
 			waitWriting(t, runDir, s.name)
-			lossAt := time.Now()
-			var spread time.Duration
-			for _, l := range c.lost {
-				m := ms[l.member]
-				switch l.how {
-				case "kill":
-					m.srv.Stop()
-				case "link":
-					m.host.LinkDown(t)
-				case "pause":
-					m.pause(t, 'p')
-				}
-				if len(c.lost) > 1 {
-					spread = time.Since(lossAt)
-				}
-			}
+			lossAt, gap, lostBy := loseHosts(t, ms, c.lost)
 			for _, l := range c.lost {
 				waitFaulty(t, runDir, s.name, ms[l.member].uri())
 			}
-			t.Logf("fio started %v before the loss; members faulty %v after it",
-				lossAt.Sub(fioStart).Round(time.Millisecond), time.Since(lossAt).Round(time.Millisecond))
-			wait(spread)
+			faultyAt := time.Since(lossAt)
+			t.Logf("fio started %v before the loss; members lost within %v, faulty %v after the loss began",
+				lossAt.Sub(fioStart).Round(time.Millisecond), lostBy.Round(time.Millisecond), faultyAt.Round(time.Millisecond))
+			if faultyAt > lostBy+remoteTimeout {
+				t.Errorf("members faulty %v after the loss began (all lost within %v): later than the %v remote timeout",
+					faultyAt, lostBy, remoteTimeout)
+			}
+			wait(gap)
 			_, out, _ = mdtool(t, "detail", "--run-dir", runDir, md)
 			for _, l := range c.lost {
 				if !strings.Contains(out, "faulty   "+ms[l.member].uri()+"\n") {

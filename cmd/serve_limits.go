@@ -18,7 +18,7 @@ func addNBDLimitFlags(f *pflag.FlagSet, s *serveOptions) {
 	f.IntVar(&s.nbdMaxClients, "nbd-max-clients", nbd.DefaultMaxConns, "NBD connections served at once (unix socket and TCP together); more are closed at once")
 	f.StringVar(&s.nbdMaxMemory, "nbd-max-memory", "256M", "request data (read replies, write payloads) in flight over all NBD connections; requests wait beyond it")
 	f.DurationVar(&s.nbdIdleTimeout, "nbd-idle-timeout", nbd.DefaultIdleTimeout, "drop an NBD connection that neither sends requests nor takes its replies for this long (0: never, e.g. for a kernel nbd device)")
-	f.DurationVar(&s.remoteTimeout, "remote-timeout", nbdclient.DefaultTimeout, "fail a member on an NBD server (nbd://, nbds://, nbd+unix://) that leaves a request unanswered this long (a flush: this long after its last reply, at most twice this long; a silent server is probed every quarter of it, at most 0.5s)")
+	f.DurationVar(&s.remoteTimeout, "remote-timeout", nbdclient.DefaultTimeout, "the longest a request may stall because a member on an NBD server (nbd://, nbds://, nbd+unix://) stopped answering: the member is failed when it leaves a request unanswered for this long less an allowance (a quarter of it, at most 2s) for probing a silent server and recording the failure (a flush: that long after the server's last reply, at most twice that long; a silent server is probed every quarter of that, at most 0.5s)")
 	f.DurationVar(&s.remoteReAdd, "remote-readd", 0, "re-add a failed member on an NBD server automatically once its server answers again, trying this often (0: never; --re-add by hand)")
 	markConfigurable(f, "nbd-max-clients", "nbd-max-memory", "nbd-idle-timeout", "remote-timeout", "remote-readd")
 }

@@ -22,10 +22,12 @@ type FileOptions struct {
 	// Buffered turns O_DIRECT off for block devices. Regular files are
 	// always opened buffered (pread/pwrite + fdatasync).
 	Buffered bool
-	// RemoteTimeout is how long a member on an NBD server (an nbd://,
-	// nbds:// or nbd+unix:// URI) may leave a request unanswered before it
-	// is failed (0: nbdclient.DefaultTimeout). Exclusive does not apply
-	// to such members: nothing locks a remote export.
+	// RemoteTimeout is the longest a request may stall because a member
+	// on an NBD server (an nbd://, nbds:// or nbd+unix:// URI) stopped
+	// answering (0: nbdclient.DefaultTimeout): the member is failed when
+	// it leaves a request unanswered for MemberDeadline(RemoteTimeout).
+	// Exclusive does not apply to such members: nothing locks a remote
+	// export.
 	RemoteTimeout time.Duration
 }
 

@@ -9,15 +9,15 @@ import (
 )
 
 // OpenMember opens a member named by a path (OpenFile) or by an NBD URI
-// (OpenNBD, with o.RemoteTimeout). Connecting to a server is bounded by
-// DialTimeout.
+// (OpenNBD, with MemberDeadline(o.RemoteTimeout): remote_bound.go).
+// Connecting to a server is bounded by DialTimeout.
 func OpenMember(path string, o FileOptions) (Device, error) {
 	if !nbdclient.IsURI(path) {
 		return OpenFile(path, o)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), DialTimeout)
 	defer cancel()
-	return OpenNBD(ctx, path, nbdclient.Options{Conns: RemoteConns, Timeout: o.RemoteTimeout})
+	return OpenNBD(ctx, path, nbdclient.Options{Conns: RemoteConns, Timeout: MemberDeadline(o.RemoteTimeout)})
 }
 
 // DialTimeout bounds connecting to a remote member's server.

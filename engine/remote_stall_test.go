@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"context"
 	"fmt"
 	"math/rand/v2"
 	"net"
@@ -17,17 +16,9 @@ import (
 )
 
 // stallTimeout is the remote timeout of TestRemoteStallBound: generous, so
-// that a healthy member on this loaded machine never fails.
+// that a healthy member on this loaded machine never fails (the members'
+// deadline is MemberDeadline(stallTimeout), 13 s).
 const stallTimeout = 15 * time.Second
-
-// stallAllowance is what the design adds to the timeout before a request
-// that met a lost member completes: a member that was idle when its
-// server went away is noticed by the client's probe, up to
-// nbdclient.ProbeInterval later (a request can wait for two lost members
-// in turn); then the survivors' superblock update records the failure
-// (md holds the request until it is durable), and the request is served.
-// The probe interval plus half a second; not a measurement.
-var stallAllowance = nbdclient.ProbeInterval(stallTimeout) + 500*time.Millisecond
 
 // stallMember is a member on an nbdkit server with the pause filter: on a
 // unix socket, or (link) in a network namespace over TCP.
@@ -72,41 +63,46 @@ func stallMembers(t *testing.T, mems []*MemDevice, tcp map[int]bool) []*stallMem
 			sm.srv = nbdkit.Start(t, args...)
 			uri = sm.srv.URI("nbd+unix")
 		}
-		d, err := OpenNBD(context.Background(), uri, nbdclient.Options{Conns: RemoteConns, Timeout: stallTimeout})
+		// As the daemon opens it: the member's deadline leaves the
+		// remote timeout's allowance (remote_bound.go).
+		d, err := OpenMember(uri, FileOptions{RemoteTimeout: stallTimeout})
 		if err != nil {
 			t.Fatal(err)
 		}
-		sm.dev = d
+		sm.dev = d.(*NBDDevice)
 		out = append(out, sm)
 	}
 	return out
 }
 
-func (sm *stallMember) lose(t *testing.T, how string) {
-	t.Helper()
+// loseErr makes the member's host go away: its server killed, its link
+// cut, or its server paused.
+func (sm *stallMember) loseErr(how string) error {
 	switch how {
 	case "kill":
 		sm.srv.Stop()
 	case "link":
-		sm.host.LinkDown(t)
+		return sm.host.SetLink(false)
 	case "pause":
 		c, err := net.Dial("unix", sm.ctl)
 		if err != nil {
-			t.Fatal(err)
+			return err
 		}
 		defer c.Close()
-		if _, err := c.Write([]byte{'p'}); err != nil {
-			t.Fatal(err)
-		}
+		_, err = c.Write([]byte{'p'})
+		return err
 	}
+	return nil
 }
 
 // TestRemoteStallBound: while writers and readers keep the array busy, a
 // member's server is killed, its link cut, or it stops answering (pause
-// filter). No user request may take longer than the remote timeout plus
-// stallAllowance, and none fails. The test logs where the time went: when
-// the member's client gave up and when the array marked it faulty,
-// relative to the loss.
+// filter); raid6 loses two at the same moment. No user request may take
+// longer than the remote timeout (the members' deadline leaves
+// RemoteAllowance of it for the probe and the failure record), the lost
+// members are faulty within the timeout of their loss, and no request
+// fails. The test logs where the time went: when the members' clients gave
+// up and when the array marked them faulty, relative to the loss.
 func TestRemoteStallBound(t *testing.T) {
 	nbdkit.Require(t)
 	type lossCase struct {
@@ -147,7 +143,8 @@ func TestRemoteStallBound(t *testing.T) {
 	}
 }
 
-// stallRun drives the array with 16 workers (4 KiB writes, each read back)
+// stallRun drives the array with 16 workers (4 KiB writes, each read back;
+// each request timed)
 // and loses the members lost once they run; it returns when they are
 // faulty and the workers have gone on a while.
 func stallRun(t *testing.T, a *Array, sms []*stallMember, lost []int, how string) {
@@ -171,13 +168,18 @@ func stallRun(t *testing.T, a *Array, sms []*stallMember, lost []int, how string
 				for i := range p {
 					p[i] = byte(r.Uint32())
 				}
-				t0 := time.Now()
-				_, err := a.WriteAt(p, off)
-				if err == nil {
-					_, err = a.ReadAt(q, off)
+				// Each request is timed on its own.
+				timed := func(op func() error) error {
+					t0 := time.Now()
+					err := op()
+					d := time.Since(t0)
+					for old := maxLat.Load(); int64(d) > old && !maxLat.CompareAndSwap(old, int64(d)); old = maxLat.Load() {
+					}
+					return err
 				}
-				d := time.Since(t0)
-				for old := maxLat.Load(); int64(d) > old && !maxLat.CompareAndSwap(old, int64(d)); old = maxLat.Load() {
+				err := timed(func() error { _, err := a.WriteAt(p, off); return err })
+				if err == nil {
+					err = timed(func() error { _, err := a.ReadAt(q, off); return err })
 				}
 				ops.Add(1)
 				if err != nil {
@@ -190,17 +192,7 @@ func stallRun(t *testing.T, a *Array, sms []*stallMember, lost []int, how string
 	for ops.Load() < 200 && !stop.Load() {
 		time.Sleep(time.Millisecond)
 	}
-	t0 := time.Now()
-	for _, i := range lost {
-		sms[i].lose(t, how)
-	}
-	// Hosts lost one after the other can hold a request for the first
-	// one's timeout and then the second one's: the bound adds how long
-	// the losses took.
-	var spread time.Duration
-	if len(lost) > 1 {
-		spread = time.Since(t0)
-	}
+	t0, gap, lostBy := loseAtOnce(t, sms, lost, how)
 	// Where the time goes: the client's failure, then md's.
 	var gaveUp, recorded time.Duration
 	deadline := t0.Add(5 * time.Minute)
@@ -212,8 +204,13 @@ func stallRun(t *testing.T, a *Array, sms []*stallMember, lost []int, how string
 		}
 		all, faulty := true, true
 		for _, i := range lost {
-			all = all && sms[i].dev.Failed()
 			faulty = faulty && a.Members()[i].State == Faulty
+		}
+		for _, i := range lost {
+			// Err, not Failed: a member the array failed may have
+			// been closed since. Read after the states: a member
+			// faulty above has a failed client here.
+			all = all && sms[i].dev.Client().Err() != nil
 		}
 		if all && gaveUp == 0 {
 			gaveUp = time.Since(t0)
@@ -232,12 +229,102 @@ func stallRun(t *testing.T, a *Array, sms []*stallMember, lost []int, how string
 	stop.Store(true)
 	wg.Wait()
 	longest := time.Duration(maxLat.Load())
-	t.Logf("%s: clients failed %v after the loss, marked faulty at %v; longest request %v (timeout %v, losses spread over %v)",
-		how, gaveUp.Round(time.Millisecond), recorded.Round(time.Millisecond), longest.Round(time.Millisecond), stallTimeout, spread)
+	t.Logf("%s: clients failed %v after the loss, marked faulty at %v; longest request %v (timeout %v, member deadline %v, gap between the losses %v, all lost %v after the first began)",
+		how, gaveUp.Round(time.Millisecond), recorded.Round(time.Millisecond), longest.Round(time.Millisecond),
+		stallTimeout, MemberDeadline(stallTimeout), gap, lostBy.Round(time.Millisecond))
 	if ioErr != nil {
 		t.Fatalf("a user request failed: %v", ioErr)
 	}
-	if longest > stallTimeout+stallAllowance+spread {
-		t.Errorf("a request took %v: more than the %v timeout + %v + %v", longest, stallTimeout, stallAllowance, spread)
+	// The request that waits for both of two lost members can be held
+	// until the second one's deadline: the bound adds the gap between
+	// the two losses (~0: they are lost at the same moment).
+	if longest > stallTimeout+gap {
+		t.Errorf("a request took %v: more than the %v remote timeout + %v between the losses", longest, stallTimeout, gap)
+	}
+	// Each member is faulty within the timeout of its loss, which
+	// happened at the latest lostBy after t0.
+	if recorded > lostBy+stallTimeout {
+		t.Errorf("members %v faulty %v after the loss began (all lost within %v): later than the %v remote timeout",
+			lost, recorded, lostBy, stallTimeout)
+	}
+}
+
+// loseAtOnce loses the members lost, each in its own goroutine, released
+// together. It returns when the first loss began (t0), the gap between the
+// losses — at most the time from the first one's start to the last one's
+// end (0 for one member) — and how long after t0 the last one had
+// happened.
+func loseAtOnce(t *testing.T, sms []*stallMember, lost []int, how string) (t0 time.Time, gap, lostBy time.Duration) {
+	t.Helper()
+	var (
+		wg         sync.WaitGroup
+		mu         sync.Mutex
+		start, end []time.Time
+		errs       []string
+	)
+	release := make(chan struct{})
+	for _, i := range lost {
+		wg.Add(1)
+		go func(sm *stallMember) {
+			defer wg.Done()
+			<-release
+			s := time.Now()
+			err := sm.loseErr(how)
+			e := time.Now()
+			mu.Lock()
+			defer mu.Unlock()
+			start, end = append(start, s), append(end, e)
+			if err != nil {
+				errs = append(errs, err.Error())
+			}
+		}(sms[i])
+	}
+	close(release)
+	wg.Wait()
+	if len(errs) > 0 {
+		t.Fatalf("losing members %v: %v", lost, errs)
+	}
+	t0 = start[0]
+	last := end[0]
+	for i := range start {
+		t0 = minTime(t0, start[i])
+		if end[i].After(last) {
+			last = end[i]
+		}
+	}
+	if len(lost) > 1 {
+		gap = last.Sub(t0)
+	}
+	return t0, gap, last.Sub(t0)
+}
+
+func minTime(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
+}
+
+// The member deadline leaves the remote timeout its allowance: a quarter,
+// at most 2 s, always more than the client's probe interval (the probe of
+// an idle server must fit in it, with room for the failure record).
+func TestMemberDeadline(t *testing.T) {
+	for _, c := range []struct{ timeout, want time.Duration }{
+		{15 * time.Second, 13 * time.Second},
+		{0, nbdclient.DefaultTimeout - 2*time.Second},
+		{8 * time.Second, 6 * time.Second},
+		{4 * time.Second, 3 * time.Second},
+		{time.Second, 750 * time.Millisecond},
+		{-1, -1},
+	} {
+		if got := MemberDeadline(c.timeout); got != c.want {
+			t.Errorf("MemberDeadline(%v) = %v, want %v", c.timeout, got, c.want)
+		}
+	}
+	for tm := 100 * time.Millisecond; tm <= 10*time.Minute; tm += tm / 3 {
+		a, d := RemoteAllowance(tm), MemberDeadline(tm)
+		if a+d != tm || d < tm*3/4 || a <= nbdclient.ProbeInterval(d) {
+			t.Errorf("timeout %v: allowance %v, deadline %v, probe interval %v", tm, a, d, nbdclient.ProbeInterval(d))
+		}
 	}
 }

@@ -23,15 +23,18 @@ func evalServer(t *testing.T, flush, pre string) string {
 // A flush that takes longer than the timeout (but less than twice it) on a
 // healthy server does not fail the client: the server answers the
 // watchdog's probes meanwhile.
+//
+// The timeouts here leave the probes (each a read that forks a shell in
+// nbdkit's eval plugin) seconds to be answered on a loaded machine.
 func TestSlowFlushOnHealthyServer(t *testing.T) {
-	timeout := 2 * time.Second
-	c := dial(t, evalServer(t, "sleep 3", ""), Options{Timeout: timeout})
+	timeout := 3 * time.Second
+	c := dial(t, evalServer(t, "sleep 4", ""), Options{Timeout: timeout})
 	start := time.Now()
 	if err := c.Flush(); err != nil {
 		t.Fatalf("a slow flush on a server that answers: %v", err)
 	}
-	if d := time.Since(start); d < 3*time.Second {
-		t.Fatalf("the flush took %v: the server's sleep 3 did not hold it", d)
+	if d := time.Since(start); d < 4*time.Second {
+		t.Fatalf("the flush took %v: the server's sleep 4 did not hold it", d)
 	}
 	if err := c.Err(); err != nil {
 		t.Fatalf("client failed: %v", err)
@@ -41,7 +44,7 @@ func TestSlowFlushOnHealthyServer(t *testing.T) {
 // A flush held longer than twice the timeout fails the client even while
 // the server answers reads.
 func TestFlushCap(t *testing.T) {
-	timeout := time.Second
+	timeout := 3 * time.Second
 	c := dial(t, evalServer(t, "sleep 3600", ""), Options{Timeout: timeout})
 	start := time.Now()
 	err := c.Flush()
