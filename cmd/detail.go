@@ -259,7 +259,7 @@ type detailView struct {
 }
 
 func newDetailView(st *daemon.Status, homehost string) (*detailView, error) {
-	sb, err := superblock.Parse(padSuper(st.Superblock))
+	sb, err := detailSuper(st)
 	if sb == nil {
 		if err == nil {
 			err = errors.New("no superblock")
@@ -349,6 +349,9 @@ func (d *detailView) testStatus() ExitCode {
 }
 
 func (d *detailView) version() string {
+	if d.st.NotPersistent {
+		return "" // sysfs metadata_version "none": mdadm prints its empty text_version
+	}
 	if d.st.SuperMinor == engine.Minor090 {
 		return "0.90"
 	}
@@ -427,7 +430,9 @@ func (d *detailView) writeDetail(w io.Writer, dev string, noDevices bool) {
 	if sb090 != nil {
 		fmt.Fprintf(w, "   Preferred Minor : %d\n", sb090.MDMinor)
 	}
-	fmt.Fprintf(w, "       Persistence : Superblock is persistent\n")
+	if !st.NotPersistent { // mdadm 4.2 prints no Persistence line for a build array
+		fmt.Fprintf(w, "       Persistence : Superblock is persistent\n")
+	}
 	fmt.Fprintf(w, "\n")
 	if st.Bitmap {
 		fmt.Fprintf(w, "     Intent Bitmap : Internal\n\n")
@@ -453,7 +458,7 @@ func (d *detailView) writeDetail(w io.Writer, dev string, noDevices bool) {
 		n, _ := layoutName(st.Level, uint32(st.Layout), false)
 		fmt.Fprintf(w, "            Layout : %s\n", n)
 	case 0:
-		if st.Layout != 0 {
+		if st.Layout != 0 || st.NotPersistent {
 			n, _ := layoutName(0, uint32(int32(st.Layout)), true)
 			fmt.Fprintf(w, "            Layout : %s\n", n)
 		}
@@ -481,9 +486,11 @@ func (d *detailView) writeDetail(w io.Writer, dev string, noDevices bool) {
 	if r := d.reshape(); r != nil {
 		r.write(w)
 	}
-	if sb090 != nil {
+	switch {
+	case st.NotPersistent: // no superblock: no name, UUID or events
+	case sb090 != nil:
 		d.writeIdentity090(w, sb090)
-	} else {
+	default:
 		fmt.Fprintf(w, "              Name : %s", escName(d.setName32()))
 		if d.local() {
 			fmt.Fprintf(w, "  (local to host %s)", escName(d.homehost))
