@@ -67,6 +67,14 @@ func TestBuild(t *testing.T) {
 			if code != 0 || !strings.Contains(out, "           Version : \n") || strings.Contains(out, "Persistence") || strings.Contains(out, "UUID :") || strings.Contains(out, "Events :") {
 				t.Errorf("detail: exit %d %s\n%s", code, errs, out)
 			}
+			if tc.name == "r1" {
+				// --add would write a superblock: refused, the device untouched
+				extra := sparse(t, dir, "extra.img", 8<<20)
+				code, _, errs := mdtool(t, "manage", "--run-dir", runDir, md, "--add", extra)
+				if h := sparseHash(t, extra); code != 1 || h != sparseHash(t, sparse(t, t.TempDir(), "zero.img", 8<<20)) {
+					t.Errorf("--add on a build array: exit %d (%s), device changed: %v", code, errs, h)
+				}
+			}
 			sum := scribble(t, s.nbdURI(), size)
 			dump := filepath.Join(t.TempDir(), "dump")
 			run(t, "nbdcopy", "--", s.nbdURI(), dump)

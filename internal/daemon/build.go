@@ -20,3 +20,18 @@ func buildStatus(st *Status, a *engine.Array) {
 	st.NotPersistent = true
 	st.Layout = a.BuiltLayout()
 }
+
+// refuseBuilt refuses, on an array without superblocks, the operations
+// that would write metadata or change the geometry (adding a device
+// writes its superblock, grow rewrites them): not handled for build
+// arrays. Fail, remove, sync actions and read-only switches run.
+func (s *Service) refuseBuilt(op string) error {
+	if s.cfg.Array.Persistent() {
+		return nil
+	}
+	switch op {
+	case OpAdd, OpReAdd, OpAddSpare, OpReplace, OpReshape, OpGrowBitmap, OpGrowSize, OpArraySize, OpRaidDevices, OpLevel:
+		return Errorf(CodeUnsupported, "%s: not supported on an array without superblocks", op)
+	}
+	return nil
+}
