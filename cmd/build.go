@@ -23,8 +23,8 @@ data starts at its first sector and spans the whole device.
 Levels: linear, raid0 (stripe), raid1 (mirror) and raid10, as mdadm 4.2
 accepts them (multipath and faulty are accepted by mdadm but not run by
 mdtool). --chunk (--rounding for linear) defaults to 64K for raid0 and
-linear, as in mdadm. A raid0 gets layout 0, as mdadm 4.2's Build gives
-md: like md, mdtool then refuses a raid0 with two or more members larger
+linear, as in mdadm. A raid0 gets no layout (-1), as mdadm 4.2's Build
+gives md: like md, mdtool then refuses a raid0 with two or more members larger
 than the smallest ("RUN_ARRAY failed: Operation not supported"). A raid1
 starts with a resync unless --assume-clean; "missing" leaves a raid1
 member out.
@@ -131,10 +131,11 @@ func buildParams(o *buildOptions, args []string) (engine.BuildParams, []string, 
 	bp = engine.BuildParams{Level: layout.Level(lv), ChunkSectors: chunkKiB * 2, RaidDisks: o.raidDevices, AssumeClean: o.assumeClean}
 	switch lv {
 	case superblock.LevelRAID0:
-		// mdadm 4.2's Build gives md layout 0: a multi-zone raid0 (two
-		// or more members beyond the smallest) is refused by md 6.1
-		// ("RUN_ARRAY failed: Operation not supported").
-		bp.Layout = 0
+		// mdadm 4.2's Build leaves raid0's layout UnSet (-1; its detail
+		// says "-unknown-"): md 6.1 refuses a multi-zone raid0 (two or
+		// more members beyond the smallest) with it ("RUN_ARRAY failed:
+		// Operation not supported").
+		bp.Layout = -1
 	case superblock.LevelRAID10:
 		bp.Layout = 0x102 // mdadm's default_layout: n2
 	}

@@ -458,7 +458,7 @@ func (d *detailView) writeDetail(w io.Writer, dev string, noDevices bool) {
 		n, _ := layoutName(st.Level, uint32(st.Layout), false)
 		fmt.Fprintf(w, "            Layout : %s\n", n)
 	case 0:
-		if st.Layout != 0 || st.NotPersistent {
+		if st.Layout != 0 {
 			n, _ := layoutName(0, uint32(int32(st.Layout)), true)
 			fmt.Fprintf(w, "            Layout : %s\n", n)
 		}

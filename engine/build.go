@@ -13,7 +13,8 @@ import (
 type BuildParams struct {
 	Level layout.Level
 	// Layout: raid0 RAID0Original or RAID0Alternate (a multi-zone raid0
-	// needs one), raid10 its near/far bits; ignored otherwise.
+	// needs one; -1, what mdadm 4.2's Build gives md, refuses it), raid10
+	// its near/far bits; ignored otherwise.
 	Layout int
 	// ChunkSectors: raid0/raid10 chunk, linear rounding (0: none).
 	ChunkSectors uint64
@@ -96,3 +97,14 @@ func buildAssembly(devs []Device, bp BuildParams) (*assembly, error) {
 // Persistent reports whether the array has superblocks (false after
 // OpenBuild: mdadm's "Persistence : Superblock is not persistent").
 func (a *Array) Persistent() bool { return !a.opts.NotPersistent }
+
+// BuiltLayout is the layout OpenBuild was given (md's mddev->layout of a
+// non-persistent array, what GET_ARRAY_INFO reports).
+func (a *Array) BuiltLayout() int {
+	a.cfgMu.RLock()
+	defer a.cfgMu.RUnlock()
+	for _, m := range a.all {
+		return int(int32(m.ls.sb.Layout))
+	}
+	return 0
+}
