@@ -94,10 +94,6 @@ var mdadmKnown = []mdadmKnownDiff{
 	// Device or resource busy"); mdtool removes it ("hot removed") and
 	// re-adds it. Not yet explained, so not followed.
 	{test: "05r1-re-add", from: "-r DEV2", item: "unexplained: mdadm 4.2's silent -r after -f on a bitmap raid1"},
-	// issue 16 item 5: -B/--build (arrays without superblocks) is not
-	// implemented; create -e 0.90 before it matches (h4).
-	{test: "00raid0-090", from: "-B", item: "-B/--build"},
-	{test: "00raid1-090", from: "-B", item: "-B/--build"},
 	// issue 16 item 5 (h7): --update= on assemble, --delay, -o/-w.
 	{test: "00readonly", from: "-ro", item: "h7: -o/--readonly, -w/--readwrite"},
 	// Regressions found after merging issue 16's branches, not yet fixed:
