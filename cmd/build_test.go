@@ -75,6 +75,14 @@ func TestBuild(t *testing.T) {
 					t.Errorf("--add on a build array: exit %d (%s), device changed: %v", code, errs, h)
 				}
 			}
+			// mdadm 4.2 on a build array (mdvm): -Db has no UUID, --export
+			// has MD_METADATA= and a zero MD_UUID.
+			if _, out, _ := mdtool(t, "detail", "--brief", "--run-dir", runDir, md); out != "ARRAY "+md+" metadata=\n" {
+				t.Errorf("detail --brief: %q", out)
+			}
+			if _, out, _ := mdtool(t, "detail", "--export", "--run-dir", runDir, md); !strings.Contains(out, "MD_METADATA=\nMD_UUID=00000000:00000000:00000000:00000000\n") {
+				t.Errorf("detail --export:\n%s", out)
+			}
 			sum := scribble(t, s.nbdURI(), size)
 			dump := filepath.Join(t.TempDir(), "dump")
 			run(t, "nbdcopy", "--", s.nbdURI(), dump)

@@ -624,7 +624,9 @@ func (d *detailView) writeBrief(w io.Writer, dev string, verbose int) {
 	if name := d.setName32(); name != "" {
 		fmt.Fprintf(&b, " name=%s", confValue(name))
 	}
-	fmt.Fprintf(&b, " UUID=%s", uuidText(d.sb.SetUUID, ':'))
+	if !d.st.NotPersistent { // no superblock, no UUID (mdadm 4.2: "ARRAY /dev/md0 metadata=")
+		fmt.Fprintf(&b, " UUID=%s", uuidText(d.sb.SetUUID, ':'))
+	}
 	if verbose > 0 {
 		var paths []string
 		for _, disk := range d.disks {
