@@ -259,7 +259,7 @@ type detailView struct {
 }
 
 func newDetailView(st *daemon.Status, homehost string) (*detailView, error) {
-	sb, err := superblock.Parse(padSuper(st.Superblock))
+	sb, err := detailSuper(st)
 	if sb == nil {
 		if err == nil {
 			err = errors.New("no superblock")
@@ -349,6 +349,9 @@ func (d *detailView) testStatus() ExitCode {
 }
 
 func (d *detailView) version() string {
+	if d.st.NotPersistent {
+		return "" // sysfs metadata_version "none": mdadm prints its empty text_version
+	}
 	if d.st.SuperMinor == engine.Minor090 {
 		return "0.90"
 	}
@@ -427,7 +430,9 @@ func (d *detailView) writeDetail(w io.Writer, dev string, noDevices bool) {
 	if sb090 != nil {
 		fmt.Fprintf(w, "   Preferred Minor : %d\n", sb090.MDMinor)
 	}
-	fmt.Fprintf(w, "       Persistence : Superblock is persistent\n")
+	if !st.NotPersistent { // mdadm 4.2 prints no Persistence line for a build array
+		fmt.Fprintf(w, "       Persistence : Superblock is persistent\n")
+	}
 	fmt.Fprintf(w, "\n")
 	if st.Bitmap {
 		fmt.Fprintf(w, "     Intent Bitmap : Internal\n\n")
@@ -481,9 +486,11 @@ func (d *detailView) writeDetail(w io.Writer, dev string, noDevices bool) {
 	if r := d.reshape(); r != nil {
 		r.write(w)
 	}
-	if sb090 != nil {
+	switch {
+	case st.NotPersistent: // no superblock: no name, UUID or events
+	case sb090 != nil:
 		d.writeIdentity090(w, sb090)
-	} else {
+	default:
 		fmt.Fprintf(w, "              Name : %s", escName(d.setName32()))
 		if d.local() {
 			fmt.Fprintf(w, "  (local to host %s)", escName(d.homehost))
@@ -617,7 +624,9 @@ func (d *detailView) writeBrief(w io.Writer, dev string, verbose int) {
 	if name := d.setName32(); name != "" {
 		fmt.Fprintf(&b, " name=%s", confValue(name))
 	}
-	fmt.Fprintf(&b, " UUID=%s", uuidText(d.sb.SetUUID, ':'))
+	if !d.st.NotPersistent { // no superblock, no UUID (mdadm 4.2: "ARRAY /dev/md0 metadata=")
+		fmt.Fprintf(&b, " UUID=%s", uuidText(d.sb.SetUUID, ':'))
+	}
 	if verbose > 0 {
 		var paths []string
 		for _, disk := range d.disks {

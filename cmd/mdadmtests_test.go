@@ -82,10 +82,6 @@ type mdadmKnownDiff struct {
 }
 
 var mdadmKnown = []mdadmKnownDiff{
-	// issue 16 item 5: -B/--build (arrays without superblocks) is not
-	// implemented; create -e 0.90 before it matches (h4).
-	{test: "00raid0-090", from: "-B", item: "-B/--build"},
-	{test: "00raid1-090", from: "-B", item: "-B/--build"},
 	// DEV1 keeps the superblock written when DEV2 fails, right after
 	// -CR: "active" while the initial resync (mdadm's test fails the
 	// members during it) still runs or the array has not yet gone clean

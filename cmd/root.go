@@ -203,6 +203,7 @@ overrides the built-in defaults (mdadm's).`,
 	markConfigurable(root.PersistentFlags(), "homehost")
 	root.AddCommand(
 		newCreateCmd(env),
+		newBuildCmd(env),
 		newExamineCmd(env),
 		newExamineBitmapCmd(env),
 		newZeroSuperblockCmd(env),

@@ -63,6 +63,9 @@ type Options struct {
 	// repairs than this, counted with md's decay (halved for every hour
 	// since the previous one), fails. Default 20; negative: no limit.
 	MaxCorrectedReadErrors int
+	// NotPersistent: the array has no superblocks (OpenBuild, mdadm
+	// --build); nothing is ever written outside the data.
+	NotPersistent bool
 	// NoAutoSync keeps the background goroutine from starting a resync
 	// or a recovery on its own (md_check_recovery); AddDevice, Replace,
 	// FailDevice and StartAction still start one. For tests.
@@ -197,6 +200,12 @@ func Open(devs []Device, opts Options) (*Array, error) {
 	if err != nil {
 		return nil, err
 	}
+	return openAssembled(devs, as, opts)
+}
+
+// openAssembled is Open after the superblocks were matched (or made up
+// by OpenBuild for an array without superblocks).
+func openAssembled(devs []Device, as *assembly, opts Options) (*Array, error) {
 	ref := as.ref.sb
 	a := &Array{opts: opts, devs: devs, n: int(ref.StateSlots()), drained: make(chan struct{}, 1), uuid: ref.SetUUID}
 	a.suspCond = sync.NewCond(&a.suspMu)

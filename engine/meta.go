@@ -189,7 +189,7 @@ func (a *Array) stopWrites() error {
 
 // updateSuperLocked is md_update_sb. force is MD_SB_CHANGE_DEVS or a stop.
 func (a *Array) updateSuperLocked(force bool) error {
-	if a.opts.ReadOnly {
+	if a.opts.ReadOnly || a.opts.NotPersistent { // md_update_sb: !mddev->persistent
 		return nil
 	}
 	if a.meta.changeDevs || a.meta.devsDirty.Swap(false) {

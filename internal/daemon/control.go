@@ -190,6 +190,9 @@ type Status struct {
 	// Superblock090 is that member's 0.90 superblock (4096 bytes) when
 	// SuperMinor is 90; Superblock is then its v1 view.
 	Superblock090 []byte `json:"superblock090,omitempty"`
+	// NotPersistent: an array without superblocks (mdadm --build);
+	// Superblock is then empty.
+	NotPersistent bool `json:"not_persistent,omitempty"`
 
 	Level            int    `json:"level"`
 	Layout           int    `json:"layout"` // as md reports it: -1 for a raid0 without a layout

@@ -29,6 +29,9 @@ type LaunchConfig struct {
 	Lock       *Lock // the array's lock, already held; released on stop
 	Members    []LaunchMember
 	SuperMinor int
+	// Build, if set, starts an array without superblocks (mdadm --build)
+	// with these parameters instead of reading superblocks (build.go).
+	Build *engine.BuildParams
 
 	ReadOnly      bool
 	Force         bool
@@ -113,7 +116,7 @@ func Launch(lc LaunchConfig) (*Service, error) {
 	if err != nil {
 		return nil, err
 	}
-	arr, err := engine.Open(edevs, launchOptions(&lc))
+	arr, err := openLaunched(&lc, edevs)
 	if err != nil {
 		for _, d := range edevs {
 			d.Close()

@@ -31,6 +31,9 @@ func (s *Service) Manage(req Request) (*Response, error) {
 	if s.stopping {
 		return nil, Errorf(CodeFailed, "the array is stopping")
 	}
+	if err := s.refuseBuilt(req.Op); err != nil {
+		return nil, err
+	}
 	switch req.Op {
 	case OpFail:
 		return nil, s.fail(req.Device)

@@ -469,6 +469,10 @@ func (s *Service) Status() (*Status, error) {
 			}
 		}
 	}
+	if !a.Persistent() {
+		buildStatus(st, a)
+		return st, nil
+	}
 	if ref != nil {
 		sb, raw, err := readSuper(ref)
 		// Whatever one member's superblock says on disk (damaged by

@@ -1,0 +1,37 @@
+package daemon
+
+import (
+	"mdtool/engine"
+)
+
+// openLaunched starts the engine on the opened members: from their
+// superblocks, or from lc.Build for an array without superblocks.
+func openLaunched(lc *LaunchConfig, edevs []engine.Device) (*engine.Array, error) {
+	if lc.Build != nil {
+		return engine.OpenBuild(edevs, *lc.Build, launchOptions(lc))
+	}
+	return engine.Open(edevs, launchOptions(lc))
+}
+
+// buildStatus fills what Status takes from the superblocks for an array
+// without them: md's own numbers (GET_ARRAY_INFO of a non-persistent
+// array), no superblock.
+func buildStatus(st *Status, a *engine.Array) {
+	st.NotPersistent = true
+	st.Layout = a.BuiltLayout()
+}
+
+// refuseBuilt refuses, on an array without superblocks, the operations
+// that would write metadata or change the geometry (adding a device
+// writes its superblock, grow rewrites them): not handled for build
+// arrays. Fail, remove, sync actions and read-only switches run.
+func (s *Service) refuseBuilt(op string) error {
+	if s.cfg.Array.Persistent() {
+		return nil
+	}
+	switch op {
+	case OpAdd, OpReAdd, OpAddSpare, OpReplace, OpReshape, OpGrowBitmap, OpGrowSize, OpArraySize, OpRaidDevices, OpLevel:
+		return Errorf(CodeUnsupported, "%s: not supported on an array without superblocks", op)
+	}
+	return nil
+}
