@@ -54,6 +54,20 @@ func eventSeqs() []eventSeq {
 			{"-A", "MD", "D0", "D1", "D2"}, {"MD", "--fail", "D1"}, {"--wait", "MD"}, {"MD", "--remove", "D1"}, {"-S", "MD"}, {"EV"},
 			{"-A", "MD", "D0", "D2"}, {"WRITE"}, {"MD", "--add", "D1"}, {"--wait", "MD"}, {"-S", "MD"}, {"EV"},
 		}},
+		// a check and a repair of a clean array (issue 16 item 4): md
+		// records the progress of both as of a resync (clean superblock
+		// updates, bumped and rolled back in turn), then two forced
+		// updates at the end.
+		{"raid1-check", 2, [][]string{
+			{"-CR", "MD", "-l1", "-n2", "--assume-clean", "D0", "D1"}, {"EV"},
+			{"--action=check", "MD"}, {"--wait", "MD"}, {"EV"},
+			{"--action=repair", "MD"}, {"--wait", "MD"}, {"-S", "MD"}, {"EV"},
+		}},
+		{"raid5-check", 3, [][]string{
+			{"-CR", "MD", "-l5", "-n3", "--assume-clean", "D0", "D1", "D2"}, {"EV"},
+			{"--action=check", "MD"}, {"--wait", "MD"}, {"EV"},
+			{"--action=repair", "MD"}, {"--wait", "MD"}, {"-S", "MD"}, {"EV"},
+		}},
 		{"raid5", 4, [][]string{
 			{"-CR", "MD", "-l5", "-n3", "-c64", "--assume-clean", "D0", "D1", "D2"},
 			{"WRITE"}, {"-S", "MD"}, {"EV"},

@@ -84,9 +84,43 @@ func (c *checkAction) unit(p, max uint64) (uint64, error) {
 	return n, err
 }
 
-func (c *checkAction) checkpoint(uint64, bool) {}
+// checkpoint is md_do_sync's progress record during a check or repair
+// (MD_RECOVERY_SYNC is set for both): curr_resync_completed moves and
+// MD_SB_CHANGE_CLEAN asks for a superblock update, but recovery_cp stays
+// (it only moves past itself, and a clean array's is MaxSector), so the
+// update is md_update_sb's clean one: on a clean array it bumps the
+// events and the next one rolls them back. Like a resync's record, an
+// active array leaves it to its next clean transition.
+func (c *checkAction) checkpoint(uint64, bool) {
+	a := c.a
+	a.meta.mu.Lock()
+	defer a.meta.mu.Unlock()
+	if a.meta.inSync && !a.closed.Load() {
+		if err := a.updateSuperLocked(false); err != nil {
+			a.opts.Logf("md: superblock update: %v", err)
+		}
+	}
+}
 
-func (c *checkAction) finish(_ uint64, err error) error { return err }
+// finish: whether the check completed or was interrupted, md_do_sync ends
+// by setting MD_SB_CHANGE_DEVS, which md_check_recovery writes out, and
+// md_reap_sync_thread writes the superblocks again (md_update_sb(mddev,
+// 1)): two forced event bumps. resync_offset is left as it was.
+func (c *checkAction) finish(_ uint64, err error) error {
+	a := c.a
+	if a.closed.Load() {
+		return err
+	}
+	a.meta.mu.Lock()
+	defer a.meta.mu.Unlock()
+	for i := 0; i < 2; i++ {
+		a.meta.changeDevs = true
+		if uerr := a.updateSuperLocked(true); uerr != nil {
+			a.opts.Logf("md: superblock update: %v", uerr)
+		}
+	}
+	return err
+}
 
 // syncStripe reads one stripe under its lock, rebuilds what fails to read,
 // recomputes parity and counts the 4 KiB pages whose parity differs; with
