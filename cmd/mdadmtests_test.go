@@ -50,6 +50,7 @@ var mdadmTests = []mdadmTest{
 	{name: "00linear", devs: 5, final: []int{0, 1, 2, 3}},
 	{name: "01r1fail", devs: 5, final: []int{0, 2, 3, 4}},
 	{name: "01r5fail", devs: 6, final: []int{1, 2, 3, 4, 5}},
+	{name: "02r1add", devs: 5, final: []int{1, 2}},
 	{name: "03r0assem", devs: 5, final: []int{0, 1, 2}},
 	{name: "03r5assemV1", devs: 5, final: []int{0, 1, 2, 3, 4}},
 	{name: "04update-uuid", devs: 5},
@@ -97,6 +98,11 @@ var mdadmKnown = []mdadmKnownDiff{
 	// made before (every 1/16 of the range, one event each) depends on
 	// the recovery's speed, in the kernel too (35 and 56 in the kernel's
 	// run, 40 and 62 in mdtool's on a loaded host).
+	// issue 16 item 4, not yet: through raid1's --raid-devices grow onto a
+	// spare, a --fail and the shrink back, md counts more events than
+	// mdtool (the failed member's last superblock: 38 against 36; the
+	// survivors at the end: 43 against 39). Everything else matches.
+	{test: "02r1add", from: "-E DEV0", item: "events through raid1 --raid-devices grow, fail and shrink"},
 	{test: "01r5fail", from: "-E DEV0", timing: true, item: "events of the create's recovery interrupted by --fail"}}
 
 const mdadmTestDevSize = 20000 << 10
