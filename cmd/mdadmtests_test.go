@@ -92,7 +92,7 @@ var mdadmKnown = []mdadmKnownDiff{
 	// records that progress every 1/16 of the range, so the count depends
 	// on the resync's speed (63 in the kernel's run, 62 in mdtool's; both
 	// vary).
-	{test: "01r1fail", from: "-E DEV0|-E DEV1", timing: true, item: "active/clean state and events of the initial resync interrupted by --fail"},
+	{test: "01r1fail", from: "-E DEV0|-E DEV1|-E DEV2|-E DEV3|-E DEV4", timing: true, item: "active/clean state and events of the initial resync interrupted by --fail"},
 	// Timing: the "--fail" right after "-CR" interrupts the raid5
 	// create's recovery wherever it got to; how many progress records md
 	// made before (every 1/16 of the range, one event each) depends on
@@ -109,7 +109,7 @@ var mdadmKnown = []mdadmKnownDiff{
 	// mdtool (the failed member's last superblock: 38 against 36; the
 	// survivors at the end: 43 against 39). Everything else matches.
 	{test: "02r1add", from: "-E DEV0", item: "events through raid1 --raid-devices grow, fail and shrink"},
-	{test: "01r5fail", from: "-E DEV0", timing: true, item: "events of the create's recovery interrupted by --fail"}}
+	{test: "01r5fail", from: "-E DEV0|-E DEV1|-E DEV2|-E DEV3|-E DEV4|-E DEV5", timing: true, item: "events of the create's recovery interrupted by --fail"}}
 
 const mdadmTestDevSize = 20000 << 10
 
