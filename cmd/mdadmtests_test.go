@@ -406,7 +406,7 @@ func TestMdadmTestSuite(t *testing.T) {
 				}
 			}
 			first, diffs := compareMdadmLogs(splitSteps(want), splitSteps(mine))
-			checkMdadmDiffs(t, c.name, splitSteps(want), first, diffs)
+			checkMdadmDiffs(t, mdadmKnown, c.name, splitSteps(want), first, diffs)
 			if c.final != nil && vmShare == share {
 				k, err := os.ReadFile(filepath.Join(share, "mt", c.name, "kcheck"))
 				if err != nil {
@@ -422,12 +422,14 @@ func TestMdadmTestSuite(t *testing.T) {
 	}
 }
 
-func checkMdadmDiffs(t *testing.T, name string, want []mdadmStep, first int, diffs []string) {
+// checkMdadmDiffs judges a test's first difference against its entry in
+// table (mdadmKnown, provisioningKnown).
+func checkMdadmDiffs(t *testing.T, table []mdadmKnownDiff, name string, want []mdadmStep, first int, diffs []string) {
 	t.Helper()
 	var known *mdadmKnownDiff
-	for i := range mdadmKnown {
-		if mdadmKnown[i].test == name && mdadmKnown[i].mask == nil {
-			known = &mdadmKnown[i]
+	for i := range table {
+		if table[i].test == name && table[i].mask == nil {
+			known = &table[i]
 		}
 	}
 	switch {
@@ -436,7 +438,7 @@ func checkMdadmDiffs(t *testing.T, name string, want []mdadmStep, first int, dif
 	case known != nil && first < 0 && known.timing:
 		t.Logf("timing-dependent known difference (%s) did not show this time", known.item)
 	case known != nil && first < 0:
-		t.Errorf("known difference (%s) is gone: delete its entry in mdadmKnown", known.item)
+		t.Errorf("known difference (%s) is gone: delete its entry", known.item)
 	case known != nil:
 		cmd := ""
 		if first < len(want) {

@@ -153,7 +153,7 @@ func TestProvisioningSequences(t *testing.T) {
 				}
 			}
 			first, diffs := compareMdadmLogs(splitSteps(want), splitSteps(mine))
-			checkKnownDiffs(t, provisioningKnown, c.name, splitSteps(want), first, diffs)
+			checkMdadmDiffs(t, provisioningKnown, c.name, splitSteps(want), first, diffs)
 			if c.final != nil && vmShare == share {
 				k, err := os.ReadFile(filepath.Join(share, "mt", c.name, "kcheck"))
 				if err != nil {
@@ -165,38 +165,5 @@ func TestProvisioningSequences(t *testing.T) {
 				}
 			}
 		})
-	}
-}
-
-// checkKnownDiffs is checkMdadmDiffs over a table of its own.
-func checkKnownDiffs(t *testing.T, table []mdadmKnownDiff, name string, want []mdadmStep, first int, diffs []string) {
-	t.Helper()
-	var known *mdadmKnownDiff
-	for i := range table {
-		if table[i].test == name && table[i].mask == nil {
-			known = &table[i]
-		}
-	}
-	switch {
-	case known == nil && first >= 0:
-		t.Errorf("mdadm and mdtool differ:\n%s", strings.Join(diffs, ""))
-	case known != nil && first < 0 && known.timing:
-		t.Logf("timing-dependent known difference (%s) did not show this time", known.item)
-	case known != nil && first < 0:
-		t.Errorf("known difference (%s) is gone: delete its entry", known.item)
-	case known != nil:
-		cmd := ""
-		if first < len(want) {
-			cmd = want[first].cmd
-		}
-		matched := false
-		for _, f := range strings.Split(known.from, "|") {
-			matched = matched || strings.Contains(cmd, f)
-		}
-		if !matched {
-			t.Errorf("the first difference is not the known one (%s, from %q):\n%s", known.item, known.from, strings.Join(diffs, ""))
-		} else {
-			t.Logf("known difference (%s) from step %d:\n%s", known.item, first, strings.Join(diffs, ""))
-		}
 	}
 }
