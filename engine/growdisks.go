@@ -46,6 +46,27 @@ func (a *Array) setRaidDisksClaimed(n int) error {
 	defer a.resume()
 	a.meta.mu.Lock()
 	defer a.meta.mu.Unlock()
+	wasClean := a.allowWriteLocked()
+	err := a.reshapeMirrorsLocked(n)
+	// update_array_info: md_update_sb(mddev, 1) whatever raid1_reshape
+	// returned (its -EBUSY included).
+	a.meta.changeDevs = true
+	if uerr := a.updateSuperLocked(true); err == nil {
+		err = uerr
+	}
+	if wasClean && a.opts.SafeModeDelay >= 0 {
+		// md_allow_write set safemode = 1: md_check_recovery's
+		// set_in_sync marks the array clean again at once (another
+		// update, before any spare takes a new slot).
+		a.setInSyncLocked(false)
+	}
+	return err
+}
+
+// reshapeMirrorsLocked is raid1_reshape after its md_allow_write: the
+// mirrors array resized, the members still in slots packed to the lowest
+// ones. Called with meta.mu held and the array suspended.
+func (a *Array) reshapeMirrorsLocked(n int) error {
 	a.cfgMu.Lock()
 	a.failMu.Lock()
 	var present []*member
@@ -88,9 +109,20 @@ func (a *Array) setRaidDisksClaimed(n int) error {
 	}
 	a.failMu.Unlock()
 	a.cfgMu.Unlock()
-	if err != nil {
-		return err
+	return err
+}
+
+// allowWriteLocked is md_allow_write, which raid1_reshape calls before
+// anything else: a clean array is marked active (in_sync = 0, a
+// superblock update: events+1) and it reports that it was clean.
+func (a *Array) allowWriteLocked() bool {
+	if a.opts.ReadOnly || !a.redundant() || !a.meta.inSync {
+		return false
 	}
-	a.meta.changeDevs = true
-	return a.updateSuperLocked(true)
+	a.meta.inSync = false
+	a.meta.state.Store(stateActive)
+	if err := a.updateSuperLocked(false); err != nil {
+		a.opts.Logf("md: superblock update: %v", err)
+	}
+	return true
 }
