@@ -83,6 +83,12 @@ func TestKernelBuild(t *testing.T) {
 		fmt.Fprintf(&script, "mdadm -B %s %s %s\n", md, strings.Join(a.args, " "), strings.Join(a.guest, " "))
 		if !mine {
 			fmt.Fprintf(&script, "dd if=/dev/urandom of=%s bs=1M oflag=direct 2>/dev/null || true\n", md)
+			// md 6.1 marks an array without superblocks clean as any
+			// other: safe_mode_delay (200 ms) after its last write
+			// (md_safemode_timeout, set_in_sync); until then it is
+			// "active". Wait for it (bounded) so that -D is not taken
+			// inside that window.
+			fmt.Fprintf(&script, "i=0; while [ \"$(cat /sys/block/md%d/md/array_state)\" != clean ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done; echo \"STATE %s $(cat /sys/block/md%d/md/array_state)\"\n", 10+i, a.name, 10+i)
 		}
 		fmt.Fprintf(&script, "echo \"KMD5 %s $(md5sum %s | cut -d' ' -f1) $(cat /sys/block/md%d/size)\"\n", a.name, md, 10+i)
 		fmt.Fprintf(&script, "echo \"DETAIL %s\"; mdadm -D %s; echo \"END %s\"\n", a.name, md, a.name)
@@ -128,14 +134,6 @@ func TestKernelBuild(t *testing.T) {
 		}
 		_, dout, _ := mdtool(t, "detail", "--run-dir", runDir, "/dev/md/"+a.name)
 		h, k := detailHead(dout), khead[a.name]
-		if a.name == "k1" {
-			// Not yet explained: the kernel's raid1 built with
-			// --assume-clean says "active" after the VM wrote to it, and
-			// mdtool's, which has only been read, says "clean". Compared
-			// without the State line's word until md's rule for a
-			// non-persistent array's clean state is known.
-			h = strings.Replace(h, "State : clean ", "State : active ", 1)
-		}
 		if h != k {
 			t.Errorf("%s: detail:\n%s\nmdadm 4.2:\n%s", a.name, h, k)
 		}
