@@ -150,12 +150,7 @@ func newAssembleCmd(env *Env) *cobra.Command {
   mdtool assemble /dev/md0 --fuse /mnt/md0 d0.img d1.img d2.img && losetup -f --show /mnt/md0/md0`,
 		Args: cobra.ArbitraryArgs,
 		RunE: func(c *cobra.Command, args []string) error {
-			if v, _ := c.Flags().GetBool("verbose"); v {
-				o.srv.verbose = 1
-			}
-			if q, _ := c.Flags().GetBool("quiet"); q {
-				o.srv.verbose = -1
-			}
+			o.srv.verbose = verbosityOf(c)
 			hh, _ := c.Flags().GetString("homehost")
 			return runAssemble(env, o, args, hh, flagChanged(c.Flags(), "homehost"))
 		},

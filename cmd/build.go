@@ -59,12 +59,7 @@ func newBuildCmd(env *Env) *cobra.Command {
   mdtool -B /dev/md2 -l 1 --assume-clean -n 2 a.img missing`,
 		Args: cobra.ArbitraryArgs,
 		RunE: func(c *cobra.Command, args []string) error {
-			if v, _ := c.Flags().GetBool("verbose"); v {
-				o.srv.verbose = 1
-			}
-			if q, _ := c.Flags().GetBool("quiet"); q {
-				o.srv.verbose = -1
-			}
+			o.srv.verbose = verbosityOf(c)
 			return runBuild(env, o, args)
 		},
 	}

@@ -79,12 +79,7 @@ func newDetailCmd(env *Env) *cobra.Command {
 		Short: "Print the details of running arrays (mdadm --detail)",
 		Long:  detailLong,
 		RunE: func(c *cobra.Command, args []string) error {
-			if v, _ := c.Flags().GetBool("verbose"); v {
-				o.verbose = 1
-			}
-			if q, _ := c.Flags().GetBool("quiet"); q {
-				o.verbose = -1
-			}
+			o.verbose = verbosityOf(c)
 			o.homehost, _ = c.Flags().GetString("homehost")
 			o.homehostGiven = flagChanged(c.Flags(), "homehost")
 			return runDetail(env, o, args)

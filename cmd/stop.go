@@ -42,14 +42,7 @@ func newStopCmd(env *Env) *cobra.Command {
 		Short: "Stop running arrays (mdadm --stop)",
 		Long:  stopLong,
 		RunE: func(c *cobra.Command, args []string) error {
-			verbose := 0
-			if v, _ := c.Flags().GetBool("verbose"); v {
-				verbose = 1
-			}
-			if q, _ := c.Flags().GetBool("quiet"); q {
-				verbose = -1
-			}
-			return runStop(env, args, scan, force, runDir, timeout, verbose)
+			return runStop(env, args, scan, force, runDir, timeout, verbosityOf(c))
 		},
 	}
 	f := c.Flags()
