@@ -565,17 +565,6 @@ func (as *assembler) serve(rv ExitCode) error {
 
 // ---- device selection (mdadm's select_devices / load_devices) ----
 
-// Disk states as mdadm's getinfo_super1 reports them.
-const (
-	dsFaulty      = 1 << 0
-	dsActive      = 1 << 1
-	dsSync        = 1 << 2
-	dsRemoved     = 1 << 3
-	dsWriteMostly = 1 << 9
-	dsFailFast    = 1 << 10
-	dsReplacement = 1 << 8
-)
-
 // asmDev is one candidate member with its superblock.
 type asmDev struct {
 	path     string
@@ -647,23 +636,23 @@ func (d *asmDev) fillInfo() {
 	case superblock.RoleSpare:
 		d.state = 0
 	case superblock.RoleFaulty:
-		d.state = dsFaulty
+		d.state = mdDiskFaulty
 	case superblock.RoleJournal:
-		d.state = 1 << 18 // MD_DISK_JOURNAL
+		d.state = mdDiskJournal
 		d.raidDisk = int(role)
 	default:
-		d.state = dsActive | dsSync
+		d.state = mdDiskActive | mdDiskSync
 		d.raidDisk = int(role)
 	}
 	if sb.DevFlags&superblock.DevFlagWriteMostly != 0 {
-		d.state |= dsWriteMostly
+		d.state |= mdDiskWriteMostly
 	}
 	if sb.DevFlags&superblock.DevFlagFailFast != 0 {
-		d.state |= dsFailFast
+		d.state |= mdDiskFailFast
 	}
 	if sb.FeatureMap&superblock.FeatureReplacement != 0 {
-		d.state &^= dsSync
-		d.state |= dsReplacement
+		d.state &^= mdDiskSync
+		d.state |= mdDiskReplacement
 	}
 	d.recovery = superblock.MaxSector
 	if sb.FeatureMap&superblock.FeatureRecoveryOffset != 0 {
@@ -1121,12 +1110,12 @@ func (as *assembler) loadSlots(st *asmArray) {
 	for k, d := range devs {
 		if as.verbose > 0 {
 			repl := ""
-			if d.state&dsReplacement != 0 {
+			if d.state&mdDiskReplacement != 0 {
 				repl = " replacement"
 			}
 			as.errf("%s is identified as a member of %s, slot %d%s.\n", d.path, st.mddev, d.raidDisk, repl)
 		}
-		if d.state&^(dsFailFast|dsWriteMostly) == dsActive|dsSync {
+		if d.state&^(mdDiskFailFast|mdDiskWriteMostly) == mdDiskActive|mdDiskSync {
 			if st.mostRecent < 0 || d.events > devs[st.mostRecent].events {
 				st.mostRecent = k
 			}
@@ -1140,7 +1129,7 @@ func (as *assembler) loadSlots(st *asmArray) {
 			nextSpare++
 		} else {
 			i = d.raidDisk * 2
-			if d.state&dsReplacement != 0 {
+			if d.state&mdDiskReplacement != 0 {
 				i++
 			}
 			if i >= rd*2 && i >= nextSpare {
@@ -1182,8 +1171,8 @@ func (as *assembler) countFresh(st *asmArray) {
 			continue
 		}
 		d := st.devs[k]
-		if d.state&dsActive == 0 {
-			if d.state&dsFaulty == 0 {
+		if d.state&mdDiskActive == 0 {
+			if d.state&mdDiskFaulty == 0 {
 				d.uptodate = true
 				st.sparecnt++
 			}
@@ -1246,7 +1235,7 @@ func (as *assembler) checkRoles(st *asmArray) (change bool) {
 		}
 		d := st.devs[k]
 		want := uint16(superblock.RoleSpare)
-		if i < st.rd*2 && d.state&dsActive != 0 {
+		if i < st.rd*2 && d.state&mdDiskActive != 0 {
 			want = uint16(d.raidDisk)
 		}
 		if !d.clean {
@@ -1308,7 +1297,7 @@ func (as *assembler) reportNonFresh(st *asmArray) {
 	}
 	mr := st.mr
 	for k, d := range st.devs {
-		if d.state&dsActive == 0 || d.uptodate {
+		if d.state&mdDiskActive == 0 || d.uptodate {
 			continue
 		}
 		if !inBest[k] && d.events >= mr.events {

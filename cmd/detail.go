@@ -220,7 +220,8 @@ func statusByName(runDir, name string) (*daemon.Status, error) {
 	return st, err
 }
 
-// Disk states as the kernel's GET_DISK_INFO reports them.
+// Disk state bits (md_p.h's MD_DISK_*), as the kernel's GET_DISK_INFO
+// and mdadm's getinfo_super1 report them.
 const (
 	mdDiskFaulty      = 1 << 0
 	mdDiskActive      = 1 << 1
@@ -228,6 +229,8 @@ const (
 	mdDiskRemoved     = 1 << 3
 	mdDiskWriteMostly = 1 << 9
 	mdDiskFailFast    = 1 << 10
+	mdDiskReplacement = 1 << 17
+	mdDiskJournal     = 1 << 18
 )
 
 // detailDisk is one row of the device table (mdu_disk_info_t plus the

@@ -284,8 +284,8 @@ func countActive(devs []*asmDev) (cnt int, best *asmDev, avail []bool) {
 	bestOf := make([]*asmDev, rd)
 	replcnt := 0
 	for _, d := range devs {
-		if d.state&dsSync == 0 {
-			if d.state&dsReplacement != 0 {
+		if d.state&mdDiskSync == 0 {
+			if d.state&mdDiskReplacement != 0 {
 				replcnt++
 			}
 			continue
