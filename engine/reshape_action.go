@@ -112,7 +112,7 @@ func (ra *reshapeAction) unit(p, max uint64) (uint64, error) {
 			return 0, err
 		}
 	}
-	if err := rp.new.writeFull(b.b, p, int(w/st), false, nil); err != nil {
+	if err := rp.mover.writeFull(b.b, p, int(w/st), false, nil); err != nil {
 		return 0, err
 	}
 	a.rs.progress.Store(p + w)

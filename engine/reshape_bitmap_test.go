@@ -1,0 +1,176 @@
+package engine
+
+import (
+	"context"
+	"testing"
+
+	"mdtool/engine/layout"
+	"mdtool/superblock"
+)
+
+// dirtyChunks lists the set bits of a member's bitmap.
+func dirtyChunks(t *testing.T, d *MemDevice) []uint64 {
+	t.Helper()
+	h, bits := readBits(t, d)
+	var out []uint64
+	n := (h.SyncSize*512 + uint64(h.ChunkSize) - 1) / uint64(h.ChunkSize)
+	for c := uint64(0); c < n; c++ {
+		if bits.Test(c) {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// rowOf is the stripe of geometry g holding array sector s.
+func rowOf(g *layout.Striped, s uint64) layout.Row {
+	var r layout.Row
+	g.Row(s/g.StripeSectors(), &r)
+	return r
+}
+
+// tearParity overwrites the parity chunks of the row (the write whose
+// parity never reached the members before the power cut).
+func tearParity(t *testing.T, mems []*MemDevice, r layout.Row, dataOff int64, chunk uint64) {
+	t.Helper()
+	junk := make([]byte, chunk*512)
+	fillPattern(newRand(77), junk)
+	for _, role := range []int{r.P, r.Q} {
+		if role < 0 {
+			continue
+		}
+		if _, err := mems[role].WriteAt(junk, dataOff+int64(r.Sector)*512); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestReshapeBitmap grows raid5 4->5 and raid6 5->6 with an internal
+// bitmap as md 6.1 does: the reshape starts (no refusal), the bitmap keeps
+// its offset, chunk size and sync_size (no md_bitmap_resize: dev_sectors
+// does not change), a write during the reshape sets the bit of its member
+// sectors in the geometry of its side (raid5.c sh->sector), and a power
+// cut mid-reshape with a torn write in the new geometry is repaired on the
+// next assembly: the reshape continues, then the resync the dirty bits
+// ask for fixes the parity (check 0).
+func TestReshapeBitmap(t *testing.T) {
+	for _, c := range []struct {
+		level string
+		n     int
+	}{{"raid5", 4}, {"raid6", 5}} {
+		t.Run(c.level, func(t *testing.T) {
+			mems := createChunk(t, spec{level: c.level, n: c.n, chunkKiB: 64, devMiB: []int{8}, bitmap: true}, 64<<10)
+			a := open(t, mems, recoverOptions())
+			data := make([]byte, a.Size())
+			fillPattern(newRand(5), data)
+			m := &model{b: data}
+			mustWrite(t, a, m, data, 0)
+			a.Close() // a clean stop clears the bits
+			if d := dirtyChunks(t, mems[0]); len(d) != 0 {
+				t.Fatalf("dirty after a clean stop: %v", d)
+			}
+			h0, _ := readBits(t, mems[0])
+			sb0 := readSB(t, mems[0])
+			a = open(t, mems, recoverOptions())
+			spare := NewMemDevice(8 << 20)
+			if _, err := a.AddDevice(spare, AddOptions{Replacement: -1}); err != nil {
+				t.Fatal(err)
+			}
+			if err := a.StartReshape(ReshapeStart{RaidDisks: c.n + 1}); err != nil {
+				t.Fatalf("reshape with a bitmap: %v", err)
+			}
+			all := append(append([]*MemDevice(nil), mems...), spare)
+			for i, d := range all {
+				s := readSB(t, d)
+				if s.FeatureMap&superblock.FeatureBitmapOffset == 0 || s.BitmapOffset != sb0.BitmapOffset || s.FeatureMap&superblock.FeatureReshapeActive == 0 {
+					t.Errorf("member %d at the start: features %#x bitmap_offset %d", i, s.FeatureMap, s.BitmapOffset)
+				}
+			}
+			ra := &reshapeAction{a: a}
+			p := uint64(0)
+			for i := 0; i < 4; i++ {
+				n, err := ra.unit(p, 1<<20)
+				if err != nil {
+					t.Fatal(err)
+				}
+				p += n
+			}
+			if d := dirtyChunks(t, mems[0]); len(d) != 0 {
+				t.Errorf("the reshape's own writes set bits %v (md sets none)", d)
+			}
+			// one write on each side of the reshape point
+			rs := a.rs.now()
+			chunk := rs.New.ChunkSectors()
+			newS := p / 2 / rs.New.StripeSectors() * rs.New.StripeSectors()
+			oldS := (a.rs.geo.Old.ArraySectors() - 4*rs.Old.StripeSectors()) / rs.Old.StripeSectors() * rs.Old.StripeSectors()
+			b := make([]byte, 4096)
+			fillPattern(newRand(6), b)
+			mustWrite(t, a, m, b, int64(newS)*512)
+			fillPattern(newRand(7), b)
+			mustWrite(t, a, m, b, int64(oldS)*512)
+			newRow, oldRow := rowOf(rs.New, newS), rowOf(rs.Old, oldS)
+			bmChunk := uint64(h0.ChunkSize) / 512
+			want := []uint64{newRow.Sector / bmChunk, oldRow.Sector / bmChunk}
+			if want[0] > want[1] {
+				want[0], want[1] = want[1], want[0]
+			}
+			got := dirtyChunks(t, mems[0])
+			if len(got) != 2 || got[0] != want[0] || got[1] != want[1] {
+				t.Errorf("dirty bits %v, want %v (member sectors %d new, %d old)", got, want, newRow.Sector, oldRow.Sector)
+			}
+			// the power cut: the new-side write's parity torn
+			cut := cloneMems(t, all)
+			tearParity(t, cut, newRow, int64(sb0.DataOffset+uint64(int64(readSB(t, mems[0]).NewOffset)))*512, chunk)
+			pos := readSB(t, cut[0]).ReshapePosition
+
+			// the array that was not cut finishes, the bitmap as md keeps it
+			if err := a.Reshape(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			full := make([]byte, a.Size())
+			copy(full, m.b)
+			m = &model{b: full}
+			checkContent(t, a, m)
+			if mm, err := a.Check(context.Background(), false); err != nil || mm != 0 {
+				t.Errorf("check: %d mismatches, %v", mm, err)
+			}
+			a.Close()
+			for i, d := range all {
+				h, _ := readBits(t, d)
+				s := readSB(t, d)
+				if h.ChunkSize != h0.ChunkSize || h.SyncSize != h0.SyncSize || s.BitmapOffset != sb0.BitmapOffset ||
+					s.FeatureMap != superblock.FeatureBitmapOffset|sb0.FeatureMap&superblock.FeatureBadBlocks || s.DataOffset >= sb0.DataOffset {
+					t.Errorf("member %d after: bitmap chunk %d sync_size %d offset %d, features %#x data_offset %d; before %d %d %d",
+						i, h.ChunkSize, h.SyncSize, s.BitmapOffset, s.FeatureMap, s.DataOffset, h0.ChunkSize, h0.SyncSize, sb0.BitmapOffset)
+				}
+			}
+
+			// the cut image: reshape first, then the bitmap-guided resync
+			a = open(t, cut, recoverOptions())
+			if ok, p := a.Reshaping(); !ok || p != pos {
+				t.Fatalf("cut image: reshaping %v at %d, want %d", ok, p, pos)
+			}
+			if need, _ := a.NeedsResync(); !need {
+				t.Error("the cut image does not need a resync")
+			}
+			if err := a.Reshape(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			checkContent(t, a, m)
+			if need, _ := a.NeedsResync(); !need {
+				t.Error("the resync was dropped with the reshape")
+			}
+			if err := a.Resync(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			checkContent(t, a, m)
+			if mm, err := a.Check(context.Background(), false); err != nil || mm != 0 {
+				t.Errorf("cut image after reshape + resync: check %d mismatches, %v", mm, err)
+			}
+			a.Close()
+			if d := dirtyChunks(t, cut[0]); len(d) != 0 {
+				t.Errorf("dirty after the resync and a clean stop: %v", d)
+			}
+		})
+	}
+}
