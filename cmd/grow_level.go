@@ -277,6 +277,9 @@ func growLevel(env *Env, o *growOptions, md string) error {
 		return err
 	}
 	defer cl.Close()
+	if err := dropBitmapForRAID0(cl, st, newLevel); err != nil {
+		return err
+	}
 	if newLevel == st.Level {
 		o.level = ""
 		if o.layout == "" && o.chunk == "" && (o.raidDevices == 0 || o.raidDevices == st.RaidDisks) {
