@@ -251,6 +251,40 @@ mdadm --stop /dev/md%[1]d >/dev/null 2>&1
 `, md, c.layout, loops(d), c.n)
 	}
 
+	// 5. the kernel's reshape cut by a power loss with dirty bits (the
+	// last step: the guest ends there); the engine continues it
+	var kregs []region
+	{
+		var d []string
+		for j := 0; j < 5; j++ {
+			r := place(NewMemDevice(devMiB << 20))
+			kregs = append(kregs, r)
+			d = append(d, fmt.Sprintf("$($LO --offset %d --sizelimit %d --direct-io=on --show -f /dev/vda)", r.off, r.size))
+		}
+		fmt.Fprintf(&script, `K="%s"
+set -- $K
+mdadm --create /dev/md9 --run --homehost=any --assume-clean -l5 -n4 -c64 --bitmap=internal --bitmap-chunk=64K $1 $2 $3 $4 >/tmp/c 2>&1 || { echo "ERR create kcut"; cat /tmp/c; }
+mdadm /dev/md9 --add $5 >/dev/null 2>&1 || echo "ERR add kcut"
+dd if=/dev/urandom of=/tmp/fill bs=192k count=112 2>/dev/null
+dd if=/tmp/fill of=/dev/md9 bs=192k oflag=direct 2>/dev/null
+echo "KSIZE kcut $(cat /sys/block/md9/size)"
+dd if=/dev/zero bs=8k count=1 2>/dev/null | tr '\000' A > /tmp/w
+dd if=/tmp/w of=/tmp/fill bs=512 seek=128 conv=notrunc 2>/dev/null
+dd if=/tmp/w of=/tmp/fill bs=512 seek=42000 conv=notrunc 2>/dev/null
+echo "KMD5 kcut $(md5sum < /tmp/fill | cut -d' ' -f1)"
+echo 3600 > /sys/block/md9/md/safe_mode_delay
+mdadm --grow /dev/md9 --raid-devices=5 >/tmp/g 2>&1 || { echo "ERR grow kcut"; cat /tmp/g; }
+echo 1 > /sys/block/md9/md/sync_speed_min
+echo 100 > /sys/block/md9/md/sync_speed_max
+for i in $(seq 1 600); do p=$(cat /sys/block/md9/md/reshape_position); [ "$p" != none ] && [ "$p" -gt 1536 ] && break; sleep 1; done
+echo "KWRITE kcut $p"
+dd if=/tmp/w of=/dev/md9 bs=512 seek=128 oflag=direct conv=notrunc 2>/dev/null
+dd if=/tmp/w of=/dev/md9 bs=512 seek=42000 oflag=direct conv=notrunc 2>/dev/null
+echo "KPOS kcut $(cat /sys/block/md9/md/reshape_position)"
+mdvm-crash 0
+`, strings.Join(d, " "))
+	}
+
 	if err := f.Truncate(off); err != nil {
 		t.Fatal(err)
 	}
@@ -302,5 +336,63 @@ mdadm --stop /dev/md%[1]d >/dev/null 2>&1
 	if !bytes.Contains(out, []byte("LEVEL0 parity-last rc=0 level=raid0")) ||
 		!bytes.Contains(out, []byte("LEVEL0-OUT parity-last mdadm: level of /dev/md7 changed to raid0")) {
 		t.Errorf("mdadm --grow --level=0 of a parity-last raid5 with a bitmap: not changed to raid0")
+	}
+	kernelCutByEngine(t, f, kregs, kv)
+}
+
+// kernelCutByEngine: the engine assembles the members of the kernel's
+// raid5 4->5 reshape cut by a power loss with dirty bits, continues the
+// reshape, resyncs the dirty chunks and has the kernel's data (md5 of
+// the old size), check 0.
+func kernelCutByEngine(t *testing.T, f *os.File, regs []region, kv map[string]string) {
+	t.Helper()
+	var mems []*MemDevice
+	for _, r := range regs {
+		b := make([]byte, r.size)
+		if _, err := f.ReadAt(b, r.off); err != nil {
+			t.Fatal(err)
+		}
+		d := NewMemDevice(r.size)
+		d.WriteAt(b, 0)
+		mems = append(mems, d)
+	}
+	dirty := dirtyChunks(t, mems[0])
+	// bit 0: the write at sector 128 (new geometry, row 0); bit 109: the
+	// one at sector 42000 (old geometry: stripe 109 of 3 x 64 KiB, member
+	// sector 13952, 64 KiB bitmap chunks)
+	has := map[uint64]bool{}
+	for _, c := range dirty {
+		has[c] = true
+	}
+	if !has[0] || !has[109] {
+		t.Errorf("the kernel's cut: dirty bits %v, want 0 and 109 among them", dirty)
+	}
+	a := open(t, mems, recoverOptions())
+	defer a.Close()
+	var kpos uint64
+	fmt.Sscan(kv["KPOS kcut"], &kpos)
+	if ok, pos := a.Reshaping(); !ok || pos < kpos || kpos == 0 {
+		t.Errorf("the kernel's cut: reshaping %v at %d, the kernel had recorded %d", ok, pos, kpos)
+	}
+	if need, _ := a.NeedsResync(); !need {
+		t.Error("the kernel's cut needs no resync")
+	}
+	if err := a.Reshape(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Resync(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	var size int64
+	fmt.Sscan(kv["KSIZE kcut"], &size)
+	b := make([]byte, size*512)
+	if _, err := a.ReadAt(b, 0); err != nil {
+		t.Fatal(err)
+	}
+	if sum := md5.Sum(b); hex.EncodeToString(sum[:]) != kv["KMD5 kcut"] {
+		t.Errorf("the kernel's cut finished by the engine: md5 %x, the kernel's %s", sum, kv["KMD5 kcut"])
+	}
+	if mm, err := a.Check(context.Background(), false); err != nil || mm != 0 {
+		t.Errorf("the kernel's cut finished by the engine: check %d mismatches, %v", mm, err)
 	}
 }
