@@ -162,9 +162,11 @@ func (a *Array) finishReshape() error {
 	a.meta.mu.Lock()
 	defer a.meta.mu.Unlock()
 	g := a.rs.geo.New
+	a.cfgMu.Lock() // the bitmap's writer reads the offsets under cfgMu.RLock
 	for _, m := range a.all {
 		m.finishReshape()
 	}
+	a.cfgMu.Unlock()
 	a.geo, a.striped = g, g
 	a.pers = &stripedPers{a: a, g: g, r6: a.level == layout.RAID6}
 	a.size = int64(g.ArraySectors()) << 9
