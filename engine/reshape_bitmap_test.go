@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"testing"
 
 	"mdtool/engine/layout"
@@ -97,6 +98,9 @@ func TestReshapeBitmap(t *testing.T) {
 			}
 			if d := dirtyChunks(t, mems[0]); len(d) != 0 {
 				t.Errorf("the reshape's own writes set bits %v (md sets none)", d)
+			}
+			if err := a.RemoveBitmap(); !errors.Is(err, ErrBusy) {
+				t.Errorf("bitmap removal mid-reshape: %v, want EBUSY as md's update_array_info", err)
 			}
 			// one write on each side of the reshape point
 			rs := a.rs.now()
