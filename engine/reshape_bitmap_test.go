@@ -178,3 +178,65 @@ func TestReshapeBitmap(t *testing.T) {
 		})
 	}
 }
+
+// TestTakeoverBitmap: md's takeovers keep an internal bitmap (level_store
+// swaps the personality under it): raid5 -> raid6 (Q missing: the new
+// member's recovery is a full one, never guided by the bits), back to
+// raid5 (Q leaves for the spares), each time the bitmap's offset, chunk
+// and sync_size unchanged and the parity right (check 0); raid0's
+// takeover refuses an array with a bitmap (EBUSY) and changes nothing.
+func TestTakeoverBitmap(t *testing.T) {
+	mems := createChunk(t, spec{level: "raid5", n: 3, chunkKiB: 64, devMiB: []int{4}, bitmap: true}, 64<<10)
+	h0, _ := readBits(t, mems[0])
+	sb0 := readSB(t, mems[0])
+	a := open(t, mems, recoverOptions())
+	data := make([]byte, a.Size())
+	fillPattern(newRand(31), data)
+	m := &model{b: data}
+	mustWrite(t, a, m, data, 0)
+	ev := a.Events()
+	if err := a.ChangeLevel(layout.RAID0); !errors.Is(err, ErrBusy) || a.Events() != ev || a.level != layout.RAID5 {
+		t.Fatalf("to raid0 with a bitmap: %v (events %d -> %d, level %v), want EBUSY and no change", err, ev, a.Events(), a.level)
+	}
+	if err := a.ChangeLevel(layout.RAID6); err != nil {
+		t.Fatalf("to raid6 with a bitmap: %v", err)
+	}
+	if a.Degraded() != 1 {
+		t.Fatalf("raid6: degraded %d", a.Degraded())
+	}
+	workload(t, a, m, 32, 40)
+	mems = append(mems, NewMemDevice(4<<20))
+	if _, err := a.AddDevice(mems[3], AddOptions{Replacement: -1}); err != nil {
+		t.Fatal(err)
+	}
+	waitSync(t, a)
+	if a.Degraded() != 0 {
+		t.Fatalf("raid6: still degraded %d after the recovery", a.Degraded())
+	}
+	checkContent(t, a, m)
+	if mm, err := a.Check(context.Background(), false); err != nil || mm != 0 {
+		t.Errorf("raid6: check %d mismatches, %v", mm, err)
+	}
+	if err := a.ChangeLevel(layout.RAID5); err != nil {
+		t.Fatalf("back to raid5 with a bitmap: %v", err)
+	}
+	workload(t, a, m, 33, 40)
+	if mm, err := a.Check(context.Background(), false); err != nil || mm != 0 {
+		t.Errorf("raid5 again: check %d mismatches, %v", mm, err)
+	}
+	a.Close()
+	for i, d := range mems[:3] {
+		h, _ := readBits(t, d)
+		s := readSB(t, d)
+		if s.Level != 5 || s.FeatureMap&superblock.FeatureBitmapOffset == 0 || s.BitmapOffset != sb0.BitmapOffset ||
+			h.ChunkSize != h0.ChunkSize || h.SyncSize != h0.SyncSize {
+			t.Errorf("member %d: level %d features %#x bitmap offset %d chunk %d sync_size %d", i, s.Level, s.FeatureMap, s.BitmapOffset, h.ChunkSize, h.SyncSize)
+		}
+		if dc := dirtyChunks(t, d); len(dc) != 0 {
+			t.Errorf("member %d: dirty %v after a clean stop", i, dc)
+		}
+	}
+	a = open(t, mems, recoverOptions(), droppedIndexes(mems)...)
+	checkContent(t, a, m)
+	a.Close()
+}
