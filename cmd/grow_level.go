@@ -331,7 +331,7 @@ func growLevel(env *Env, o *growOptions, md string) error {
 	if _, err := cl.Call(ctx, daemon.Request{Op: daemon.OpLevel, Level: &lv}); err != nil {
 		var oe *daemon.OpError
 		if errors.As(err, &oe) && oe.Code == daemon.CodeBusy {
-			return exitf(ExitFailure, "%s: could not set level to %s", md, name)
+			return exitf(ExitFailure, "%s: could not set level to %s%s", md, name, levelBusyBitmap(st))
 		}
 		return exitf(ExitFailure, "%s: could not set level to %s (%v)", md, name, err)
 	}

@@ -25,3 +25,12 @@ func dropBitmapForRAID0(cl *daemon.Client, st *daemon.Status, newLevel int) erro
 	st.Bitmap = false
 	return nil
 }
+
+// levelBusyBitmap is impose_level's second line after an EBUSY from md's
+// level_store when the array has a bitmap.
+func levelBusyBitmap(st *daemon.Status) string {
+	if !st.Bitmap {
+		return ""
+	}
+	return "\n       Bitmap must be removed before level can be changed"
+}
