@@ -240,3 +240,27 @@ func TestTakeoverBitmap(t *testing.T) {
 	checkContent(t, a, m)
 	a.Close()
 }
+
+// TestBitmapRoomCheck: the new data offset of a reshape may not reach
+// into the bitmap (super_1_allow_new_offset: below sb_start +
+// bitmap_offset + the bitmap's 4 KiB pages is refused).
+func TestBitmapRoomCheck(t *testing.T) {
+	mems := createChunk(t, spec{level: "raid5", n: 3, chunkKiB: 64, devMiB: []int{8}, bitmap: true}, 64<<10)
+	a := open(t, mems, recoverOptions())
+	defer a.Close()
+	sb := readSB(t, mems[0])
+	pages := a.bitmapPages()
+	end := int64(sb.SuperOffset) + int64(sb.BitmapOffset) + int64(pages)*8
+	if pages != 1 || end >= int64(sb.DataOffset) {
+		t.Fatalf("bitmap of %d pages ends at %d, data at %d", pages, end, sb.DataOffset)
+	}
+	if err := a.bitmapRoomCheck(end - int64(sb.DataOffset)); err != nil {
+		t.Errorf("new offset right behind the bitmap: %v", err)
+	}
+	if err := a.bitmapRoomCheck(end - 1 - int64(sb.DataOffset)); !errors.Is(err, ErrNoRoom) {
+		t.Errorf("new offset one sector into the bitmap: %v, want ErrNoRoom", err)
+	}
+	if err := a.bitmapRoomCheck(64); err != nil {
+		t.Errorf("data moving up: %v", err)
+	}
+}
