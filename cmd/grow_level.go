@@ -277,6 +277,9 @@ func growLevel(env *Env, o *growOptions, md string) error {
 		return err
 	}
 	defer cl.Close()
+	if err := dropBitmapForRAID0(cl, st, newLevel); err != nil {
+		return err
+	}
 	if newLevel == st.Level {
 		o.level = ""
 		if o.layout == "" && o.chunk == "" && (o.raidDevices == 0 || o.raidDevices == st.RaidDisks) {
@@ -328,7 +331,7 @@ func growLevel(env *Env, o *growOptions, md string) error {
 	if _, err := cl.Call(ctx, daemon.Request{Op: daemon.OpLevel, Level: &lv}); err != nil {
 		var oe *daemon.OpError
 		if errors.As(err, &oe) && oe.Code == daemon.CodeBusy {
-			return exitf(ExitFailure, "%s: could not set level to %s", md, name)
+			return exitf(ExitFailure, "%s: could not set level to %s%s", md, name, levelBusyBitmap(st))
 		}
 		return exitf(ExitFailure, "%s: could not set level to %s (%v)", md, name, err)
 	}

@@ -75,6 +75,20 @@ func TestGrowLevel(t *testing.T) {
 			{args: []string{"-l5"}, errs: []string{"mdtool: level of /dev/md/r1 changed to raid5\n"}, level: 5},
 			{args: []string{"-l0"}, code: 1, level: 5}, // impose_level refuses a left-symmetric raid5 silently
 		}, []string{"Raid Level : raid5", "Layout : left-symmetric", "Chunk Size : 64K", "Raid Devices : 2"}},
+		// mdadm 4.2 + md 6.1 keep an internal bitmap through a takeover
+		// (VM: raid1 -> raid5, raid4 <-> raid5, raid5 -> raid6 and back),
+		// and Grow_reshape removes it first for any --level=0, also when
+		// the change is then refused.
+		{"r1bm", 2, []string{"-l1", "-n2", "--assume-clean", "--bitmap=internal"}, []step{
+			{args: []string{"-l5"}, errs: []string{"mdtool: level of /dev/md/r1bm changed to raid5\n"}, level: 5},
+			{args: []string{"-l0"}, code: 1, level: 5},
+		}, []string{"Raid Level : raid5", "Feature Map : 0x0"}},
+		{"r5bm", 3, []string{"-l5", "-n3", "-c64", "--layout=parity-last", "--assume-clean", "--bitmap=internal"}, []step{
+			{args: []string{"-l0"}, errs: []string{"mdtool: level of /dev/md/r5bm changed to raid0\n"}, level: 0},
+		}, []string{"Raid Level : raid0", "Feature Map : 0x0", "Raid Devices : 2"}},
+		{"r6bm", 4, []string{"-l6", "-n4", "-c64", "--layout=left-symmetric-6", "--assume-clean", "--bitmap=internal"}, []step{
+			{args: []string{"-l5"}, errs: []string{"mdtool: level of /dev/md/r6bm changed to raid5\n"}, level: 5},
+		}, []string{"Raid Level : raid5", "Feature Map : 0x1", "Internal Bitmap : 8 sectors from superblock"}},
 		{"r0", 3, []string{"-l0", "-n3", "-c64"}, []step{
 			{args: []string{"-l5"}, code: 1, errs: []string{"needs a restripe", "parity-last"}, level: 0},
 			{args: []string{"-l5", "--layout=parity-last", "--add", "SPARE"}, sync: "recover", level: 5,

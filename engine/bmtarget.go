@@ -57,6 +57,9 @@ func (t bitmapTarget) Members() []wib.MemberGeom {
 		g := m.dev.Geometry()
 		start := (int64(m.ls.offset) + int64(m.ls.sb.BitmapOffset)) * 512
 		limit := m.dataOff
+		if m.newOff > 0 && m.newOff < limit {
+			limit = m.newOff // a reshape moving the data down
+		}
 		switch {
 		case m.ls.sb.BitmapOffset < 0:
 			limit = int64(m.ls.offset) * 512 // 1.0: bitmap before the superblock

@@ -219,10 +219,12 @@ func (a *Array) beginBitmapChange() (release func(), err error) {
 	a.meta.mu.Lock()
 	pending := a.meta.recoveryCP != superblock.MaxSector
 	a.meta.mu.Unlock()
-	if pending || a.needsRecovery() {
+	if pending || a.needsRecovery() || a.reshaping() {
+		// (md's location_store and update_array_info: EBUSY while
+		// mddev->recovery has a bit, as a recorded reshape always does)
 		a.release(false)
 		a.closeMu.Unlock()
-		return nil, fmt.Errorf("%w: a resync or recovery is pending", ErrBusy)
+		return nil, fmt.Errorf("%w: a resync, recovery or reshape is pending", ErrBusy)
 	}
 	return func() {
 		a.release(false)

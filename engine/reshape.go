@@ -33,9 +33,6 @@ func (a *Array) reshapeGeometry(ref *superblock.Superblock, p layout.Params) (la
 	default:
 		return nil, fmt.Errorf("%w: reshape of %v", ErrUnsupported, a.level)
 	}
-	if ref.FeatureMap&superblock.FeatureBitmapOffset != 0 {
-		return nil, fmt.Errorf("%w: reshape with a write-intent bitmap", ErrUnsupported)
-	}
 	var minDiff int64
 	first := true
 	for _, m := range a.all {
@@ -101,13 +98,15 @@ type reshapePers struct {
 	a        *Array
 	rs       *reshapeState
 	old, new *stripedPers
+	mover    *stripedPers // new, for the reshape's writes (no bitmap bits)
 }
 
 func (a *Array) newReshapePers() *reshapePers {
 	r6 := a.level == layout.RAID6
 	return &reshapePers{a: a, rs: a.rs,
-		old: &stripedPers{a: a, g: a.rs.geo.Old, r6: r6},
-		new: &stripedPers{a: a, g: a.rs.geo.New, r6: r6, newOff: true}}
+		old:   &stripedPers{a: a, g: a.rs.geo.Old, r6: r6},
+		new:   &stripedPers{a: a, g: a.rs.geo.New, r6: r6, newOff: true},
+		mover: &stripedPers{a: a, g: a.rs.geo.New, r6: r6, newOff: true, mover: true}}
 }
 
 // each calls fn for the pieces of [sector, sector+count): on one side of

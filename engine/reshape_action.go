@@ -112,7 +112,7 @@ func (ra *reshapeAction) unit(p, max uint64) (uint64, error) {
 			return 0, err
 		}
 	}
-	if err := rp.new.writeFull(b.b, p, int(w/st), false, nil); err != nil {
+	if err := rp.mover.writeFull(b.b, p, int(w/st), false, nil); err != nil {
 		return 0, err
 	}
 	a.rs.progress.Store(p + w)
@@ -162,9 +162,11 @@ func (a *Array) finishReshape() error {
 	a.meta.mu.Lock()
 	defer a.meta.mu.Unlock()
 	g := a.rs.geo.New
+	a.cfgMu.Lock() // the bitmap's writer reads the offsets under cfgMu.RLock
 	for _, m := range a.all {
 		m.finishReshape()
 	}
+	a.cfgMu.Unlock()
 	a.geo, a.striped = g, g
 	a.pers = &stripedPers{a: a, g: g, r6: a.level == layout.RAID6}
 	a.size = int64(g.ArraySectors()) << 9

@@ -81,8 +81,6 @@ func (a *Array) startReshape(rq ReshapeStart) error {
 		return fmt.Errorf("%w: reshape of %v", ErrUnsupported, a.level)
 	case a.reshaping():
 		return ErrBusy
-	case a.hasBM:
-		return fmt.Errorf("%w: reshape with a write-intent bitmap", ErrUnsupported)
 	case a.failed.Load() || a.Degraded() != 0:
 		return fmt.Errorf("%w: reshape of a degraded array", ErrUnsupported)
 	case rq.RaidDisks <= a.n:
@@ -105,8 +103,8 @@ func (a *Array) startReshape(rq ReshapeStart) error {
 	defer a.resume()
 	a.meta.mu.Lock()
 	defer a.meta.mu.Unlock()
-	a.cfgMu.Lock()
-	defer a.cfgMu.Unlock()
+	cfg := a.lockCfg()
+	defer cfg.Unlock()
 	var spares []*member
 	for _, m := range a.all {
 		if m.role < 0 && m.State() == Spare && !m.removed.Load() && len(spares) < delta {
@@ -123,6 +121,9 @@ func (a *Array) startReshape(rq ReshapeStart) error {
 		if spaceBefore(m.ls.sb) < uint64(-off) {
 			return ErrNoRoom
 		}
+	}
+	if err := a.bitmapRoomCheck(off); err != nil {
+		return err
 	}
 	p := layout.Params{Level: a.level, Layout: old.Algorithm(), ChunkSectors: old.ChunkSectors(), RaidDisks: rq.RaidDisks,
 		ComponentSectors: old.DevSectors(0)}
@@ -151,5 +152,6 @@ func (a *Array) startReshape(rq ReshapeStart) error {
 	a.geo, a.striped = rs.New, rs.New
 	a.pers = a.newReshapePers()
 	a.meta.changeDevs = true
+	cfg.Unlock()
 	return a.updateSuperLocked(true)
 }

@@ -26,6 +26,9 @@ type stripedPers struct {
 	// newOff: the new geometry of a reshape, whose data starts at the
 	// members' new data offset.
 	newOff bool
+	// mover: the reshape's own stripe writes, which set no bitmap bits
+	// (md marks only user writes: add_stripe_bio).
+	mover bool
 }
 
 // off is where m's data area starts for this geometry (bytes).
@@ -408,7 +411,11 @@ func (sp *stripedPers) writeFull(p []byte, sector uint64, K int, fua bool, zeroe
 	s0 := sector / stripeSec
 	ms := s0 * c
 	mlen := uint64(K) * c
-	if err := a.bm.StartWrite(ms, mlen); err != nil {
+	bm := a.bm
+	if sp.mover {
+		bm = noBitmap{}
+	}
+	if err := bm.StartWrite(ms, mlen); err != nil {
 		return err
 	}
 	for i := 0; i < K; i++ {
@@ -489,7 +496,7 @@ func (sp *stripedPers) writeFull(p []byte, sector uint64, K int, fua bool, zeroe
 	for i := K - 1; i >= 0; i-- {
 		a.unlockStripe(s0+uint64(i), 0, c)
 	}
-	a.bm.EndWrite(ms, mlen, !degraded && err == nil)
+	bm.EndWrite(ms, mlen, !degraded && err == nil)
 	return err
 }
 

@@ -71,8 +71,8 @@ func (a *Array) ChangeLevel(level layout.Level) error {
 	if a.reshaping() {
 		return ErrBusy
 	}
-	if a.hasBM {
-		return fmt.Errorf("%w: level change with a write-intent bitmap", ErrUnsupported)
+	if err := a.takeoverBitmapCheck(level); err != nil {
+		return err
 	}
 	if _, ok := a.claimIdle(); !ok {
 		return ErrBusy
@@ -93,8 +93,8 @@ func (a *Array) changeLevelClaimed(level layout.Level) error {
 	defer a.resume()
 	a.meta.mu.Lock()
 	defer a.meta.mu.Unlock()
-	a.cfgMu.Lock()
-	defer a.cfgMu.Unlock()
+	cfg := a.lockCfg()
+	defer cfg.Unlock()
 	a.failMu.Lock()
 	defer a.failMu.Unlock()
 	tp, err := a.planTakeover(level)
@@ -141,6 +141,7 @@ func (a *Array) changeLevelClaimed(level layout.Level) error {
 	}
 	a.meta.changeDevs = true
 	a.opts.Logf("md/%v:%s: level changed", level, a.mdName())
+	cfg.Unlock()
 	return a.updateSuperLocked(true)
 }
 

@@ -24,6 +24,12 @@ func (s *Service) changeLevel(req Request) (*Response, error) {
 	}
 	a := s.cfg.Array
 	level := layout.Level(*req.Level)
+	if level == layout.RAID0 && a.HasBitmap() {
+		// raid0_takeover refuses a bitmap (EBUSY); refuse before
+		// impose_level's removals leave the array degraded (mdadm
+		// removes the bitmap first: cmd/grow_level_bitmap.go)
+		return nil, Errorf(CodeBusy, "raid0 cannot take over an array with a bitmap")
+	}
 	if level == layout.RAID0 {
 		if err := s.dropNonData(); err != nil {
 			return nil, err
