@@ -79,8 +79,9 @@ func TestTakeoverRAID10(t *testing.T) {
 	checkContent(t, a, m)
 	workload(t, a, m, 29, 40)
 	spares := []*MemDevice{NewMemDevice(s.devSize(0)), NewMemDevice(s.devSize(0))}
-	for _, d := range spares {
-		if _, err := a.AddDevice(d, AddOptions{Replacement: -1}); err != nil {
+	for i, d := range spares {
+		// one batch, as the daemon adds the devices of one --add
+		if _, err := a.AddDevice(d, AddOptions{Replacement: -1, DeferRecovery: i == 0}); err != nil {
 			t.Fatal(err)
 		}
 	}
