@@ -64,6 +64,9 @@ func analyseLevel(level, layout, raidDisks, chunk int, component uint64, newLeve
 		re.beforeLayout = superblock.LayoutLeftSymmetric
 		chunk = 65536
 	case superblock.LevelRAID0:
+		if newLevel == superblock.LevelRAID10 {
+			return analyseRAID0To10(raidDisks, chunk, newLayout, delta, newChunk)
+		}
 		switch newLevel {
 		case superblock.LevelRAID4:
 			deltaParity = 1
@@ -132,7 +135,7 @@ func analyseLevel(level, layout, raidDisks, chunk int, component uint64, newLeve
 			return re, "Impossible level change requested"
 		}
 	case superblock.LevelRAID10:
-		return re, "RAID10 can only be changed to RAID0"
+		return analyseRAID10(layout, raidDisks, chunk, newLevel, delta, newChunk)
 	default:
 		return re, "Impossible level change requested"
 	}
@@ -305,6 +308,11 @@ func growLevel(env *Env, o *growOptions, md string) error {
 	}
 	if st.SyncAction != "idle" && st.SyncAction != "" {
 		return exitf(ExitFailure, "%s is performing resync/recovery and cannot be reshaped", md)
+	}
+	if newLevel == superblock.LevelRAID0 {
+		if err := removeForTakeover(cl, st); err != nil {
+			return err
+		}
 	}
 	re, msg := analyseLevel(st.Level, st.Layout, st.RaidDisks, int(st.ChunkBytes), st.ComponentSectors, newLevel, newLayout, delta, newChunk)
 	if msg != "" {
