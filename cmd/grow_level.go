@@ -290,6 +290,11 @@ func growLevel(env *Env, o *growOptions, md string) error {
 		}
 		return growReshape(env, o, md)
 	}
+	if o.chunk != "" {
+		// Grow_reshape's first check (mdadm 4.2 makes it for the same
+		// level too; that case is left to growReshape here)
+		return exitf(ExitFailure, "Cannot change array level in the same operation as changing chunk size.")
+	}
 	newLayout, err := growLevelLayout(o, st.Level, st.Layout, newLevel)
 	if err != nil {
 		return err

@@ -106,12 +106,18 @@ func TestGrowLevelRAID10(t *testing.T) {
 	if code, errs := grow("-l5"); code != 1 || !strings.Contains(errs, "mdtool: RAID10 can only be changed to RAID0\n") {
 		t.Errorf("-l5: exit %d %q", code, errs)
 	}
-	if code, errs := grow("-l0", "-c32"); code != 1 || !strings.Contains(errs, "mdtool: Cannot change chunk-size with RAID10 Grow\n") {
+	if code, errs := grow("-l0", "-c32"); code != 1 || errs != "mdtool: Cannot change array level in the same operation as changing chunk size.\n" {
 		t.Errorf("-l0 -c32: exit %d %q", code, errs)
 	}
-	// mdadm removed the mirrors before it refused: the array is degraded.
-	if d := detailJSONOf(t, runDir, md); d["raid_level"] != "raid10" {
-		t.Fatalf("after the refused change: %v", d["raid_level"])
+	if d := detailJSONOf(t, runDir, md); d["active_devices"] != float64(4) {
+		t.Fatalf("-l0 -c32 changed the array: %v active", d["active_devices"])
+	}
+	if code, errs := grow("-l0", "-n3"); code != 1 || errs != "mdtool: New number of raid-devices impossible for RAID10\n" {
+		t.Errorf("-l0 -n3: exit %d %q", code, errs)
+	}
+	// mdadm removed the mirrors before it refused: the raid10 is degraded.
+	if d := detailJSONOf(t, runDir, md); d["raid_level"] != "raid10" || d["active_devices"] != float64(2) || d["raid_devices"] != float64(4) {
+		t.Fatalf("after -l0 -n3: %v, %v of %v active", d["raid_level"], d["active_devices"], d["raid_devices"])
 	}
 	if code, errs := grow("-l0"); code != 0 || errs != "mdtool: level of /dev/md/r10 changed to raid0\n" {
 		t.Fatalf("-l0: exit %d %q", code, errs)

@@ -24,7 +24,7 @@ type takeoverPlan struct {
 	roles   []*member // the new roles
 	spare   *member   // a member that leaves its role for the spares (raid6 -> raid5: Q)
 	devSize uint64    // mddev->dev_sectors afterwards
-	resize  bool      // the array size becomes the new geometry's (raid10 -> raid0)
+	r10     bool      // raid10 <-> raid0: roles move, data_size and the size follow (takeover_raid10.go)
 }
 
 // r6Layout is raid6_takeover's layout for a raid5 one (Q on the last,
@@ -133,7 +133,7 @@ func (a *Array) changeLevelClaimed(level layout.Level) error {
 	a.n = tp.params.RaidDisks
 	a.roles = tp.roles
 	a.setTakenGeometry(g)
-	a.takenOverRAID10(g, tp.resize)
+	a.takenOverRAID10(g, tp.r10)
 	if !wasRedundant || !a.redundant() {
 		// raid45_takeover_raid0, raid0_takeover_raid45: "make sure it
 		// will be not marked as dirty" (recovery_cp = MaxSector).

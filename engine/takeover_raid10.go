@@ -71,7 +71,7 @@ func (a *Array) planRAID10ToRAID0() (takeoverPlan, error) {
 		tp.params.DevSectors[r] = m.ls.sb.DataSize
 	}
 	tp.devSize = tp.roles[0].ls.sb.Size
-	tp.resize = true
+	tp.r10 = true
 	return tp, nil
 }
 
@@ -90,7 +90,7 @@ func (a *Array) planRAID0ToRAID10() (takeoverPlan, error) {
 	if a.degraded() > 0 {
 		return tp, fmt.Errorf("%w: degraded raid0", ErrTakeover)
 	}
-	tp.devSize = dev
+	tp.devSize, tp.r10 = dev, true
 	tp.params = layout.Params{Level: layout.RAID10, Layout: layoutNear2, ChunkSectors: a.geo.ChunkSectors(), RaidDisks: 2 * a.n, ComponentSectors: dev}
 	tp.roles = make([]*member, 2*a.n)
 	for r, m := range a.roles {
@@ -99,18 +99,30 @@ func (a *Array) planRAID0ToRAID10() (takeoverPlan, error) {
 	return tp, nil
 }
 
-// takenOverRAID10 finishes a takeover that moves roles (raid10 <->
-// raid0): every member takes its index in a.roles (level_store's
-// new_raid_disk), and a raid0 serves what its members hold (raid0_run:
-// array_sectors = raid0_size, which may exceed the raid10's). Other
-// takeovers keep roles and size.
-func (a *Array) takenOverRAID10(g layout.Geometry, resize bool) {
+// takenOverRAID10 finishes a raid10 <-> raid0 takeover (r10): every
+// member takes its index in a.roles (level_store's new_raid_disk), its
+// data_size follows rdev->sectors, and a raid0 serves what its members
+// hold (raid0_run: array_sectors = raid0_size, which may exceed the
+// raid10's). Other takeovers keep roles, data sizes and size.
+func (a *Array) takenOverRAID10(g layout.Geometry, r10 bool) {
+	if !r10 {
+		return
+	}
 	for r, m := range a.roles {
-		if m != nil {
-			m.role = r
+		if m == nil {
+			continue
+		}
+		m.role = r
+		// super_1_sync writes data_size from rdev->sectors: raid0's
+		// create_strip_zones rounds it down to the chunk,
+		// raid10_takeover_raid0 sets it to the zone's size per device.
+		if a.level == layout.RAID0 {
+			m.ls.sb.DataSize -= m.ls.sb.DataSize % g.ChunkSectors()
+		} else {
+			m.ls.sb.DataSize = g.DevSectors(r)
 		}
 	}
-	if resize {
+	if a.level == layout.RAID0 {
 		a.size = int64(g.ArraySectors()) * 512
 	}
 }

@@ -57,9 +57,9 @@ func TestTakeoverRAID10(t *testing.T) {
 	for i, want := range map[int]uint16{0: 0, 3: 1} {
 		sb := readSB(t, mems[i])
 		if sb.Level != 0 || sb.Layout != 0 || sb.RaidDisks != 2 || sb.ChunkSize != 128 || sb.Size != dev10 ||
-			sb.FeatureMap&superblock.FeatureRAID0Layout != 0 || sb.Role() != want {
-			t.Errorf("raid0 member %d: level %d layout %d raid_disks %d chunk %d size %d features %#x role %d, want role %d",
-				i, sb.Level, sb.Layout, sb.RaidDisks, sb.ChunkSize, sb.Size, sb.FeatureMap, sb.Role(), want)
+			sb.FeatureMap&superblock.FeatureRAID0Layout != 0 || sb.Role() != want || sb.DataSize%128 != 0 {
+			t.Errorf("raid0 member %d: level %d layout %d raid_disks %d chunk %d size %d features %#x role %d (want %d) data_size %d (create_strip_zones: a whole number of chunks)",
+				i, sb.Level, sb.Layout, sb.RaidDisks, sb.ChunkSize, sb.Size, sb.FeatureMap, sb.Role(), want, sb.DataSize)
 		}
 	}
 	r0 := []*MemDevice{mems[0], mems[3]}
@@ -103,8 +103,8 @@ func TestTakeoverRAID10(t *testing.T) {
 		if sb.Level != 10 || sb.Layout != 0x102 || sb.RaidDisks != 4 || sb.ChunkSize != 128 || sb.Size != dev10 {
 			t.Errorf("raid10 member %d: level %d layout %#x raid_disks %d chunk %d size %d", i, sb.Level, sb.Layout, sb.RaidDisks, sb.ChunkSize, sb.Size)
 		}
-		if i < 2 && sb.Role() != uint16(2*i) {
-			t.Errorf("raid0 member %d is in role %d, want %d", i, sb.Role(), 2*i)
+		if i < 2 && (sb.Role() != uint16(2*i) || sb.DataSize != dev10) {
+			t.Errorf("raid0 member %d is in role %d (want %d), data_size %d (want the zone's %d)", i, sb.Role(), 2*i, sb.DataSize, dev10)
 		}
 		roles[sb.Role()] = true
 	}
