@@ -315,7 +315,7 @@ func growLevel(env *Env, o *growOptions, md string) error {
 		return exitf(ExitFailure, "%s is performing resync/recovery and cannot be reshaped", md)
 	}
 	if newLevel == superblock.LevelRAID0 {
-		if err := removeForTakeover(cl, st); err != nil {
+		if err := prepareRAID0(cl, st); err != nil {
 			return err
 		}
 	}

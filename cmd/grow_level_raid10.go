@@ -85,6 +85,21 @@ func analyseRAID0To10(raidDisks, chunk, newLayout, delta, newChunk int) (levelCh
 	return re, ""
 }
 
+// prepareRAID0 is what Grow_reshape does first for --level=0: it
+// removes an internal bitmap without a word (md takes no level change
+// with one), then a near-2 raid10 loses one member of each mirror pair
+// (removeForTakeover).
+func prepareRAID0(cl *daemon.Client, st *daemon.Status) error {
+	if st.Bitmap {
+		ctx, cancel := context.WithTimeout(context.Background(), growTimeout)
+		defer cancel()
+		if _, err := cl.Call(ctx, daemon.Request{Op: daemon.OpGrowBitmap, Bitmap: "none"}); err != nil {
+			return exitf(ExitFailure, "failed to remove internal bitmap.")
+		}
+	}
+	return removeForTakeover(cl, st)
+}
+
 // removeForTakeover is Grow_reshape's remove_disks_for_takeover for a
 // near-2 raid10 with an even number of devices going to raid0: in the
 // order mdadm reads the array's members from sysfs, each mirror pair

@@ -147,3 +147,36 @@ func TestGrowLevelRAID10(t *testing.T) {
 		}
 	}
 }
+
+// TestGrowLevelRAID10Bitmap: --level=0 removes an internal bitmap first,
+// as Grow_reshape does, then takes the raid10 over.
+func TestGrowLevelRAID10Bitmap(t *testing.T) {
+	const size = 16 << 20
+	dir := t.TempDir()
+	runDir := filepath.Join(dir, "run")
+	md := "/dev/md/r10bm"
+	devs := mkArray(t, dir, md, 2, size, "-l10", "-n2", "--bitmap=internal", "--assume-clean")
+	if _, out, _ := mdtool(t, "examine", devs[0]); !strings.Contains(out, "Internal Bitmap") {
+		t.Fatalf("no bitmap to remove:\n%s", out)
+	}
+	s := serve(t, runDir, md, devs...)
+	defer s.stopIfRunning()
+	code, _, errs := mdtool(t, "--grow", md, "-l0", "--run-dir", runDir)
+	if code != 0 || errs != "mdtool: level of /dev/md/r10bm changed to raid0\n" {
+		t.Fatalf("-l0: exit %d %q", code, errs)
+	}
+	s.stop()
+	kept := 0
+	for _, p := range devs {
+		_, out, _ := mdtool(t, "examine", p)
+		if strings.Contains(out, "Raid Level : raid0") {
+			kept++
+			if strings.Contains(out, "Internal Bitmap") {
+				t.Errorf("%s: the raid0 still has a bitmap:\n%s", p, out)
+			}
+		}
+	}
+	if kept != 1 {
+		t.Errorf("%d raid0 members, want 1", kept)
+	}
+}
