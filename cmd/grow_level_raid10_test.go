@@ -123,6 +123,10 @@ func TestGrowLevelRAID10(t *testing.T) {
 		t.Fatalf("-l0: exit %d %q", code, errs)
 	}
 	level("raid0")
+	// md's live layout after the takeover is 0: mdadm -D prints none
+	if d := detailJSONOf(t, runDir, md); d["layout"] != nil {
+		t.Errorf("raid0 after the takeover: layout %v, md reports 0 (none printed)", d["layout"])
+	}
 	if code, errs := grow("-l10"); code != 1 || !strings.Contains(errs, "mdtool: Need 2 spares to create working array, and only have 0.\n") {
 		t.Errorf("-l10 without devices: exit %d %q", code, errs)
 	}

@@ -134,6 +134,7 @@ func (a *Array) changeLevelClaimed(level layout.Level) error {
 	a.roles = tp.roles
 	a.setTakenGeometry(g)
 	a.takenOverRAID10(g, tp.r10)
+	a.takenOver.Store(true)
 	if !wasRedundant || !a.redundant() {
 		// raid45_takeover_raid0, raid0_takeover_raid45: "make sure it
 		// will be not marked as dirty" (recovery_cp = MaxSector).

@@ -126,3 +126,16 @@ func (a *Array) takenOverRAID10(g layout.Geometry, r10 bool) {
 		a.size = int64(g.ArraySectors()) * 512
 	}
 }
+
+// LiveLayout is md's layout of the running array when it differs from
+// what its superblocks read back as: after a takeover into raid0 md
+// reports the takeover's new_layout 0, where an assembly of the same
+// superblocks (without MD_FEATURE_RAID0_LAYOUT) reports -1.
+func (a *Array) LiveLayout() (int, bool) {
+	a.cfgMu.RLock()
+	defer a.cfgMu.RUnlock()
+	if a.takenOver.Load() && a.level == layout.RAID0 {
+		return 0, true
+	}
+	return 0, false
+}
