@@ -122,6 +122,7 @@ var mdadmKnown = []mdadmKnownDiff{
 	// 28 events against the kernel's 24. Every other field of every -E,
 	// and every command's output, is compared.
 	{test: "r10takeover", mask: regexp.MustCompile(`Events : \d+`), repl: "Events : N", item: "events of remove_disks_for_takeover's coalesced sysfs writes"},
+	{test: "r10takeover", mask: reServedLines, repl: "\n", item: "mdtool-only: --detail says where the array is served"},
 	{test: "r10takeover", mask: regexp.MustCompile(`(### mdadm -E DEV1\n(?:[^#][^\n]*\n)*?\s*Array State : )[^\n]*`), repl: "${1}STATE", item: "the second removed member's last superblock (timing)"},
 	{test: "01r5fail", from: "-E DEV0|-E DEV1|-E DEV2|-E DEV3|-E DEV4|-E DEV5", timing: true, item: "events of the create's recovery interrupted by --fail"}}
 

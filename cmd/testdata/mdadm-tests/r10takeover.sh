@@ -7,8 +7,12 @@ mdadm -CR $md0 -l10 -n4 -c64 --assume-clean $dev1 $dev0 $dev3 $dev2
 mdadm --grow $md0 -l5
 mdadm --grow $md0 -l0 -c32
 mdadm --grow $md0 -l0 -n3
+mdadm -D $md0
 mdadm --grow $md0 -l0
+mdadm -D $md0
+mdadm -E $dev0
 mdadm --grow $md0 -l10
 mdadm --grow $md0 -l10 --add $dev4 $dev5
 settle $md0
+mdadm -D $md0
 mdadm -S $md0
