@@ -64,6 +64,9 @@ func analyseLevel(level, layout, raidDisks, chunk int, component uint64, newLeve
 		re.beforeLayout = superblock.LayoutLeftSymmetric
 		chunk = 65536
 	case superblock.LevelRAID0:
+		if newLevel == superblock.LevelRAID10 {
+			return analyseRAID0To10(raidDisks, chunk, newLayout, delta, newChunk)
+		}
 		switch newLevel {
 		case superblock.LevelRAID4:
 			deltaParity = 1
@@ -132,7 +135,7 @@ func analyseLevel(level, layout, raidDisks, chunk int, component uint64, newLeve
 			return re, "Impossible level change requested"
 		}
 	case superblock.LevelRAID10:
-		return re, "RAID10 can only be changed to RAID0"
+		return analyseRAID10(layout, raidDisks, chunk, newLevel, delta, newChunk)
 	default:
 		return re, "Impossible level change requested"
 	}
@@ -290,6 +293,11 @@ func growLevel(env *Env, o *growOptions, md string) error {
 		}
 		return growReshape(env, o, md)
 	}
+	if o.chunk != "" {
+		// Grow_reshape's first check (mdadm 4.2 makes it for the same
+		// level too; that case is left to growReshape here)
+		return exitf(ExitFailure, "Cannot change array level in the same operation as changing chunk size.")
+	}
 	newLayout, err := growLevelLayout(o, st.Level, st.Layout, newLevel)
 	if err != nil {
 		return err
@@ -308,6 +316,11 @@ func growLevel(env *Env, o *growOptions, md string) error {
 	}
 	if st.SyncAction != "idle" && st.SyncAction != "" {
 		return exitf(ExitFailure, "%s is performing resync/recovery and cannot be reshaped", md)
+	}
+	if newLevel == superblock.LevelRAID0 {
+		if err := prepareRAID0(cl, st); err != nil {
+			return err
+		}
 	}
 	re, msg := analyseLevel(st.Level, st.Layout, st.RaidDisks, int(st.ChunkBytes), st.ComponentSectors, newLevel, newLayout, delta, newChunk)
 	if msg != "" {

@@ -184,6 +184,9 @@ type Array struct {
 	userIO    shardedCounter // user requests, for md's is_mddev_idle
 	sc        syncCtl
 	grow      growState // size changes (growsize.go)
+
+	// takenOver: the level was changed in this run (takeover.go)
+	takenOver atomic.Bool
 }
 
 // Open assembles the array whose members are devs (in any order; spares

@@ -24,6 +24,7 @@ type takeoverPlan struct {
 	roles   []*member // the new roles
 	spare   *member   // a member that leaves its role for the spares (raid6 -> raid5: Q)
 	devSize uint64    // mddev->dev_sectors afterwards
+	r10     bool      // raid10 <-> raid0: roles move, data_size and the size follow (takeover_raid10.go)
 }
 
 // r6Layout is raid6_takeover's layout for a raid5 one (Q on the last,
@@ -132,6 +133,8 @@ func (a *Array) changeLevelClaimed(level layout.Level) error {
 	a.n = tp.params.RaidDisks
 	a.roles = tp.roles
 	a.setTakenGeometry(g)
+	a.takenOverRAID10(g, tp.r10)
+	a.takenOver.Store(true)
 	if !wasRedundant || !a.redundant() {
 		// raid45_takeover_raid0, raid0_takeover_raid45: "make sure it
 		// will be not marked as dirty" (recovery_cp = MaxSector).
@@ -258,6 +261,9 @@ func (a *Array) planTakeover(level layout.Level) (takeoverPlan, error) {
 		tp.devSize = a.geo.DevSectors(0)
 		tp.params = layout.Params{Level: level, Layout: l, ChunkSectors: chunk, RaidDisks: a.n - 1, ComponentSectors: tp.devSize}
 	default:
+		if tp, ok, err := a.planTakeoverRAID10(level); ok {
+			return tp, err
+		}
 		return tp, fmt.Errorf("%w: %v to %v", ErrTakeover, from, level)
 	}
 	return tp, nil

@@ -30,7 +30,9 @@ type takeoverStep struct {
 //
 //   - the engine changes raid1 -> raid5, raid0 -> raid5 (+ recovery of
 //     the parity onto a spare), raid0 -> raid5 -> raid0, raid5 -> raid6
-//     (+ recovery of Q onto a spare) and raid5 -> raid6 -> raid5 with
+//     (+ recovery of Q onto a spare), raid5 -> raid6 -> raid5, raid10 ->
+//     raid0 and raid10 -> raid0 -> raid10 (+ recovery of the odd roles
+//     onto two spares) with
 //     writes after every change; the kernel assembles the final members
 //     at the new level, not degraded, with the data the engine served
 //     (md5), and its check finds no mismatch;
@@ -54,6 +56,9 @@ func TestKernelTakeover(t *testing.T) {
 		{"r5-r6", spec{level: "raid5", n: 3, chunkKiB: 64, devMiB: []int{devMiB}}, []takeoverStep{{layout.RAID6, -1, true}}, "raid6"},
 		{"r5-r6-r5", spec{level: "raid5", n: 4, chunkKiB: 32, devMiB: []int{devMiB}},
 			[]takeoverStep{{layout.RAID6, -1, true}, {layout.RAID5, -1, false}}, "raid5"},
+		{"r10-r0", spec{level: "raid10", n: 4, chunkKiB: 64, devMiB: []int{devMiB}}, []takeoverStep{{layout.RAID0, dropMirrors, false}}, "raid0"},
+		{"r10-r0-r10", spec{level: "raid10", n: 4, chunkKiB: 32, devMiB: []int{devMiB}},
+			[]takeoverStep{{layout.RAID0, dropMirrors, false}, {layout.RAID10, -1, true}}, "raid10"},
 	}
 	dir := t.TempDir()
 	img := filepath.Join(dir, "members.img")
@@ -110,6 +115,9 @@ else echo "MISMATCH %[1]d none"; fi
 		mustWrite(t, a, m, data, 0)
 		dropped := map[int]bool{}
 		for _, s := range c.steps {
+			if s.drop == dropMirrors {
+				dropMirrorHalves(t, a, dropped)
+			}
 			if s.drop >= 0 {
 				for _, mi := range a.Members() {
 					if mi.Role == s.drop && mi.Device >= 0 {
@@ -128,9 +136,12 @@ else echo "MISMATCH %[1]d none"; fi
 			}
 			workload(t, a, m, uint64(k*10)+uint64(s.level), 60)
 			if s.spare {
-				mems = append(mems, NewMemDevice(devMiB<<20))
-				if _, err := a.AddDevice(mems[len(mems)-1], AddOptions{Replacement: -1}); err != nil {
-					t.Fatal(err)
+				// one spare per missing role (raid10: every odd one), one batch
+				for k, missing := 0, a.Degraded(); k < max(missing, 1); k++ {
+					mems = append(mems, NewMemDevice(devMiB<<20))
+					if _, err := a.AddDevice(mems[len(mems)-1], AddOptions{Replacement: -1, DeferRecovery: k+1 < missing}); err != nil {
+						t.Fatal(err)
+					}
 				}
 				waitSync(t, a)
 			}

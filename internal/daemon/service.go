@@ -494,6 +494,9 @@ func (s *Service) Status() (*Status, error) {
 		if sb.Level == 0 && sb.FeatureMap&superblock.FeatureRAID0Layout == 0 {
 			st.Layout = -1
 		}
+		if l, ok := s.cfg.Array.LiveLayout(); ok {
+			st.Layout = l
+		}
 		st.Bitmap = sb.FeatureMap&superblock.FeatureBitmapOffset != 0 && g.Level() != layout.RAID0 && g.Level() != layout.Linear
 	}
 	return st, nil
