@@ -7,11 +7,19 @@ import (
 	"mdtool/superblock"
 )
 
-// ReshapeStart asks for a reshape that adds devices to a raid4/5/6.
+// ReshapeStart asks for a restriping reshape of a raid4/5/6: more or
+// fewer devices, a new layout, a new chunk size, or several at once.
 type ReshapeStart struct {
-	// RaidDisks is the new number of devices; the spares take the new
-	// roles.
+	// RaidDisks is the new number of devices (0: unchanged); when it
+	// grows, spares take the new roles; when it shrinks, the array size
+	// must already fit the new geometry (mdadm's --array-size first).
 	RaidDisks int
+	// Layout is the new layout (md's algorithm number), used when
+	// SetLayout is true; otherwise the layout is unchanged.
+	Layout    int
+	SetLayout bool
+	// ChunkSectors is the new chunk size in sectors (0: unchanged).
+	ChunkSectors uint64
 	// OffsetDelta is new_offset, the move of every member's data_offset
 	// in sectors (negative: down, which a growing reshape needs);
 	// 0 chooses mdadm 4.2's: down by MinOffsetChange.
@@ -73,6 +81,9 @@ func (a *Array) StartReshape(rq ReshapeStart) error {
 }
 
 func (a *Array) startReshape(rq ReshapeStart) error {
+	if rq.RaidDisks == 0 {
+		rq.RaidDisks = a.n
+	}
 	if a.opts.ReadOnly {
 		return ErrReadOnly
 	}
@@ -85,7 +96,9 @@ func (a *Array) startReshape(rq ReshapeStart) error {
 		return fmt.Errorf("%w: reshape with a write-intent bitmap", ErrUnsupported)
 	case a.failed.Load() || a.Degraded() != 0:
 		return fmt.Errorf("%w: reshape of a degraded array", ErrUnsupported)
-	case rq.RaidDisks <= a.n:
+	case rq.RaidDisks <= a.n,
+		rq.SetLayout && rq.Layout != a.striped.Algorithm(),
+		rq.ChunkSectors != 0 && rq.ChunkSectors != a.striped.ChunkSectors():
 		return fmt.Errorf("%w: only adding devices", ErrUnsupported)
 	case a.syncBusy():
 		return ErrBusy
