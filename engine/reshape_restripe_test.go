@@ -218,3 +218,77 @@ func crashRestripe(t *testing.T, base []*MemDevice, data []byte, cut int64) {
 		}
 	})
 }
+
+// TestReshapeOffsetChoice: mdadm 4.2's choose_offset and
+// min_offset_change for the shapes of the restripe tests (the kernel
+// test compares the offsets mdadm writes with the engine's).
+func TestReshapeOffsetChoice(t *testing.T) {
+	for _, c := range []struct{ lo, hi, min, max, want uint64 }{
+		{80, 4096, 80, 3072, 2048}, // 1.2, data at 2 MiB, 1024 sectors needed: down to 1 MiB
+		{80, 2048, 80, 1024, 1024},
+		{80, 2048, 80, 1920, 1024},
+		{2048, 4096, 2048 + 384, 4096, 4096}, // the middle 3072 rounds up past the lower bound
+	} {
+		if got := chooseOffset(c.lo, c.hi, c.min, c.max); got != c.want {
+			t.Errorf("choose_offset(%d, %d, %d, %d) = %d, want %d", c.lo, c.hi, c.min, c.max, got, c.want)
+		}
+	}
+	for _, c := range []struct {
+		oc, nc uint64
+		od, nd int
+		want   uint64
+	}{{1024, 128, 3, 3, 1024}, {128, 512, 3, 3, 512}, {128, 128, 4, 3, 384}, {128, 256, 3, 3, 256}, {128, 128, 3, 4, 512}} {
+		if got := ReshapeMinOffset(c.oc, c.nc, c.od, c.nd); got != c.want {
+			t.Errorf("min_offset_change chunk %d->%d, %d->%d data disks: %d, want %d", c.oc, c.nc, c.od, c.nd, got, c.want)
+		}
+	}
+}
+
+// TestReshapeRecordRule: md's reshape_request rule, and where the engine
+// records more: with the data offset moved down by twice the larger
+// chunk (raid5 chunk 512K->64K on 1.2 with data at 2 MiB), md's worst
+// case read point never passes its write point, so md records nothing
+// of its own; two rows past the recorded position the next row would
+// overwrite old data a restart reads, and the engine records first.
+func TestReshapeRecordRule(t *testing.T) {
+	mems, _, _ := startRestripe(t, restripeCases()[0])
+	a := open(t, mems, recoverOptions())
+	defer a.Close()
+	ra := &reshapeAction{a: a}
+	_, row := ra.reshapeSectors()
+	if d := a.minOffsetDiff(); d != -2048 {
+		t.Fatalf("min_offset_diff %d, want -2048", d)
+	}
+	for p := uint64(0); p < 6*row; p += row {
+		if ra.mdMustRecord(p, 0) {
+			t.Errorf("md's rule records at %d (safe 0)", p)
+		}
+	}
+	if !ra.clear(row, 2*row, 0) || ra.clear(2*row, 3*row, 0) || !ra.clear(2*row, 3*row, row) {
+		t.Errorf("overlap: rows 1 (safe 0) %v, 2 (safe 0) %v, 2 (safe 1) %v; want true false true",
+			ra.clear(row, 2*row, 0), ra.clear(2*row, 3*row, 0), ra.clear(2*row, 3*row, row))
+	}
+	// the walk: the recorded position never lags two rows behind
+	for i := 0; i < 8; i++ {
+		if _, err := ra.unit(0, row); err != nil {
+			t.Fatal(err)
+		}
+		if p, s := a.rs.progress.Load(), a.rs.safe.Load(); p > s+2*row {
+			t.Fatalf("after step %d: progress %d, recorded %d", i, p, s)
+		}
+	}
+	// shrink (backwards): md's own rule records
+	mems, _, _ = startRestripe(t, restripeCases()[4])
+	b := open(t, mems, recoverOptions())
+	defer b.Close()
+	rb := &reshapeAction{a: b}
+	_, row = rb.reshapeSectors()
+	end := b.rs.geo.New.ArraySectors()
+	fired := false
+	for p := end; p > row*4 && !fired; p -= row {
+		fired = rb.mdMustRecord(p, end)
+	}
+	if !fired {
+		t.Error("md's rule never records walking a shrink back from the end without a record")
+	}
+}
