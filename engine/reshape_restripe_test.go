@@ -292,3 +292,55 @@ func TestReshapeRecordRule(t *testing.T) {
 		t.Error("md's rule never records walking a shrink back from the end without a record")
 	}
 }
+
+// TestReshapeRestripeDegraded: md 6.1 restripes and shrinks a degraded
+// array (not failed: raid5_start_reshape's has_failed); the engine does
+// too, reading the missing member's data through parity, and refuses to
+// add devices to it. The data survives the reshape and a reopen (still
+// degraded by the one missing role).
+func TestReshapeRestripeDegraded(t *testing.T) {
+	for _, c := range []restripe{restripeCases()[1], restripeCases()[5]} {
+		t.Run(c.name, func(t *testing.T) {
+			mems := create(t, c.s)
+			a := open(t, mems, recoverOptions(), 1)
+			if c.compK != 0 {
+				if _, err := a.GrowSize(c.compK*2, true); err != nil {
+					t.Fatal(err)
+				}
+				k := uint64(c.rq.RaidDisks - (c.s.n - a.striped.DataDisks()))
+				if err := a.SetArraySize(a.striped.DevSectors(0) / a.striped.ChunkSectors() * a.striped.ChunkSectors() * k); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := a.StartReshape(ReshapeStart{RaidDisks: c.s.n + 1}); err == nil {
+				t.Fatal("added devices to a degraded array")
+			}
+			data := make([]byte, a.Size())
+			fillPattern(newRand(12), data)
+			m := &model{b: data}
+			mustWrite(t, a, m, data, 0)
+			if err := a.StartReshape(c.rq); err != nil {
+				t.Fatal(err)
+			}
+			ra := &reshapeAction{a: a}
+			for i := 0; i < 3; i++ {
+				if _, err := ra.unit(0, 1<<20); err != nil {
+					t.Fatal(err)
+				}
+			}
+			workload(t, a, m, 8, 40)
+			checkContent(t, a, m)
+			if err := a.Reshape(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			checkContent(t, a, m)
+			a.Close()
+			a = open(t, mems, recoverOptions(), 1)
+			defer a.Close()
+			if ok, _ := a.Reshaping(); ok || a.Degraded() != 1 {
+				t.Fatalf("reopened: reshaping %v, degraded %d", ok, a.Degraded())
+			}
+			checkContent(t, a, m)
+		})
+	}
+}
