@@ -21,8 +21,12 @@ type ReshapeStart struct {
 	// ChunkSectors is the new chunk size in sectors (0: unchanged).
 	ChunkSectors uint64
 	// OffsetDelta is new_offset, the move of every member's data_offset
-	// in sectors (negative: down, which a growing reshape needs);
-	// 0 chooses mdadm 4.2's: down by MinOffsetChange.
+	// in sectors: negative moves it down and the reshape walks forwards
+	// (what more data disks need), positive moves it up and it walks
+	// backwards from the end (what fewer need); at least
+	// ReshapeMinOffset either way. 0 chooses as mdadm 4.2 does
+	// (reshapeOffsets); without the room that takes, StartReshape
+	// returns a *NoRoomError (errors.Is ErrNoRoom).
 	OffsetDelta int64
 }
 
@@ -61,11 +65,12 @@ func spaceBefore(sb *superblock.Superblock) uint64 {
 // it down for the reshape (mdadm then needs a backup file).
 var ErrNoRoom = fmt.Errorf("%w: insufficient head-space for reshape", ErrUnsupported)
 
-// StartReshape starts growing a raid4/5/6 onto its spares as md's
-// raid5_start_reshape does when mdadm 4.2 has set new_offset: the spares
-// take the new roles (in sync: they only ever hold new-geometry data),
-// every member's new data offset is data_offset + OffsetDelta, and the
-// superblocks record the reshape at position 0 before anything moves.
+// StartReshape starts a restriping reshape of a raid4/5/6 as md's
+// raid5_start_reshape does when mdadm 4.2 has set new_offset: added
+// spares take the new roles (in sync: they only ever hold new-geometry
+// data), every member's new data offset is data_offset + its new_offset,
+// and the superblocks record the reshape at its start (0 forwards, the
+// end backwards) before anything moves.
 // The reshape then runs as a sync action (Reshape, or the sync thread).
 func (a *Array) StartReshape(rq ReshapeStart) error {
 	if err := a.refuse090("a reshape"); err != nil {
