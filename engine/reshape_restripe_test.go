@@ -344,3 +344,35 @@ func TestReshapeRestripeDegraded(t *testing.T) {
 		})
 	}
 }
+
+// TestReshapeNoRoom: without the room mdadm 4.2 needs to move the data
+// offset (after the data for a shrink whose component size fills the
+// device; before it for a growth on 1.0 metadata) the reshape is refused
+// with a *NoRoomError (mdadm would want a backup file), and nothing
+// changes.
+func TestReshapeNoRoom(t *testing.T) {
+	mems := create(t, spec{level: "raid5", n: 5, chunkKiB: 64})
+	a := open(t, mems, recoverOptions())
+	defer a.Close()
+	if err := a.SetArraySize(a.striped.DevSectors(0) * 3); err != nil {
+		t.Fatal(err)
+	}
+	var nr *NoRoomError
+	err := a.StartReshape(ReshapeStart{RaidDisks: 4})
+	if !errors.As(err, &nr) || !nr.Backwards || nr.Need != 384 || !errors.Is(err, ErrNoRoom) {
+		t.Fatalf("shrink without room after the data: %v", err)
+	}
+	if ok, _ := a.Reshaping(); ok || readSB(t, mems[0]).FeatureMap&superblock.FeatureReshapeActive != 0 {
+		t.Fatal("a refused reshape left a reshape behind")
+	}
+	m10 := create(t, spec{level: "raid5", n: 4, chunkKiB: 64, metadata: "1.0"})
+	b := open(t, m10, recoverOptions())
+	defer b.Close()
+	if _, err := b.AddDevice(NewMemDevice(8<<20), AddOptions{Replacement: -1}); err != nil {
+		t.Fatal(err)
+	}
+	err = b.StartReshape(ReshapeStart{RaidDisks: 5})
+	if !errors.As(err, &nr) || nr.Backwards || nr.Have != 0 {
+		t.Fatalf("growing 1.0 (no room before the data): %v", err)
+	}
+}

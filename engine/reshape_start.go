@@ -111,6 +111,9 @@ func (a *Array) startReshape(rq ReshapeStart) error {
 		return err
 	}
 	parity := a.n - old.DataDisks()
+	if c := max(old.ChunkSectors(), sh.chunk); delta < 0 && uint64(a.size>>9) > old.DevSectors(0)/c*c*uint64(sh.n-parity) {
+		return ErrShrinkSize // raid5_start_reshape; mdadm 4.2 asks for --array-size first
+	}
 	min := ReshapeMinOffset(old.ChunkSectors(), sh.chunk, old.DataDisks(), sh.n-parity)
 	a.suspend()
 	defer a.resume()
