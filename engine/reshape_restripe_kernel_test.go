@@ -31,6 +31,7 @@ var kernelRestripes = []struct {
 	{"raid5-chunk512-64", "--level=5 --raid-devices=4 --chunk=512", []string{"--chunk=64"}, true},
 	{"raid5-ls-ra", "--level=5 --raid-devices=4 --chunk=64", []string{"--layout=right-asymmetric"}, true},
 	{"raid6-chunk64-128", "--level=6 --raid-devices=5 --chunk=64", []string{"--chunk=128"}, true},
+	{"raid5-chunk64-128-up", "--level=5 --raid-devices=4 --chunk=64 --size=6144", []string{"--chunk=128"}, true},
 	{"raid5-5to4", "--level=5 --raid-devices=5 --chunk=64 --size=6144", []string{"--array-size=18432", "!echo backwards > /sys/block/md%d/md/reshape_direction", "--raid-devices=4"}, true},
 	{"raid6-6to5", "--level=6 --raid-devices=6 --chunk=64 --size=6144", []string{"--array-size=18432", "!echo backwards > /sys/block/md%d/md/reshape_direction", "--raid-devices=5"}, true},
 }
@@ -109,8 +110,10 @@ mdadm --stop /dev/md%[1]d >/dev/null 2>&1 || echo "ERR %[2]s stop"
 }
 
 // TestKernelRestripe: restriping reshapes (chunk 512K->64K, layout
-// left-symmetric->right-asymmetric, raid6 chunk 64K->128K, raid5 5->4
-// and raid6 6->5) between mdtool and Linux 6.1 + mdadm 4.2. Two VM runs.
+// left-symmetric->right-asymmetric, raid6 chunk 64K->128K, chunk
+// 64K->128K with more room after the data than before (data_offset moved
+// up, backwards), raid5 5->4 and raid6 6->5) between mdtool and Linux
+// 6.1 + mdadm 4.2. Two VM runs.
 //
 // Run 1: (a) the engine's reshapes, finished and cut off (a power cut) at
 // about 40%: the kernel assembles each, finishes it if needed and has the

@@ -30,6 +30,8 @@ func restripeCases() []restripe {
 		{name: "raid6-chunk64-128", s: spec{level: "raid6", n: 5, chunkKiB: 64}, rq: ReshapeStart{ChunkSectors: 256}},
 		{name: "raid5-5to4", s: spec{level: "raid5", n: 5, chunkKiB: 64}, rq: ReshapeStart{RaidDisks: 4}, compK: 6 << 10},
 		{name: "raid6-6to5", s: spec{level: "raid6", n: 6, chunkKiB: 64}, rq: ReshapeStart{RaidDisks: 5}, compK: 6 << 10},
+		// more room after the data than before: mdadm moves it up
+		{name: "raid5-chunk64-128-up", s: spec{level: "raid5", n: 4, chunkKiB: 64}, rq: ReshapeStart{ChunkSectors: 256}, compK: 6 << 10},
 	}
 }
 
@@ -82,14 +84,15 @@ func TestReshapeRestripe(t *testing.T) {
 			mems, data, sb0 := startRestripe(t, c)
 			sb := readSB(t, mems[0])
 			shrink := c.rq.RaidDisks != 0 && c.rq.RaidDisks < c.s.n
+			up := shrink || c.compK != 0 // room after the data
 			backwards := sb.FeatureMap&superblock.FeatureReshapeBackwards != 0
-			if backwards != shrink || (sb.NewOffset > 0) != shrink || sb.NewOffset == 0 ||
+			if backwards != up || (sb.NewOffset > 0) != up || sb.NewOffset == 0 ||
 				sb.FeatureMap&superblock.FeatureReshapeActive == 0 {
 				t.Fatalf("started: features %#x new_offset %d (shrink %v)", sb.FeatureMap, sb.NewOffset, shrink)
 			}
 			a := open(t, mems, recoverOptions())
 			_, pos := a.Reshaping()
-			if want := uint64(0); !shrink && pos != want || shrink && pos != a.rs.geo.New.ArraySectors() {
+			if want := uint64(0); !up && pos != want || up && pos != a.rs.geo.New.ArraySectors() {
 				t.Fatalf("starts at %d (new array %d)", pos, a.rs.geo.New.ArraySectors())
 			}
 			m := &model{b: data}
