@@ -39,15 +39,15 @@ func (s *Service) changeLevel(req Request) (*Response, error) {
 	return &Response{}, nil
 }
 
-// dropNonData is impose_level's preparation for raid0: a raid5 with the
-// parity-last layout keeps its data roles; spares are removed, the
+// dropNonData is impose_level's preparation for raid0: a raid4, or a
+// raid5 with the parity-last layout, keeps its data roles; spares are removed, the
 // members of the other roles failed and removed. Other arrays are left
 // as they are (the takeover refuses them).
 func (s *Service) dropNonData() error {
 	a := s.cfg.Array
 	st := a.Geometry()
 	sp, ok := st.(*layout.Striped)
-	if !ok || sp.Level() != layout.RAID5 || sp.Algorithm() != layout.ParityLast {
+	if !ok || (sp.Level() != layout.RAID5 && sp.Level() != layout.RAID4) || sp.Algorithm() != layout.ParityLast {
 		return nil
 	}
 	data := sp.DataDisks()
