@@ -233,6 +233,17 @@ func runRestripe(env *Env, o *growOptions, cl *daemon.Client, st *daemon.Status,
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), growTimeout)
 	defer cancel()
+	// sysfs_freeze_array: no recovery onto the spares given while the
+	// level changes and the reshape is set up; the reshape starts when
+	// the array is unfrozen.
+	if _, err := cl.Call(ctx, daemon.Request{Op: daemon.OpAction, Action: "frozen"}); err != nil {
+		return exitf(ExitFailure, "%s is performing resync/recovery and cannot be reshaped", md)
+	}
+	defer func() {
+		ctx, cancel := context.WithTimeout(context.Background(), growTimeout)
+		defer cancel()
+		_, _ = cl.Call(ctx, daemon.Request{Op: daemon.OpAction, Action: "idle"})
+	}()
 	if r.re.level != st.Level {
 		lv := r.re.level
 		name, _ := plan.LevelName(lv)
@@ -258,7 +269,10 @@ func runRestripe(env *Env, o *growOptions, cl *daemon.Client, st *daemon.Status,
 			// mdtool's own refusal (the engine's): take the array back
 			// to its level, so that the refused change changes nothing.
 			lv := st.Level
-			_, _ = cl.Call(ctx, daemon.Request{Op: daemon.OpLevel, Level: &lv})
+			if _, rerr := cl.Call(ctx, daemon.Request{Op: daemon.OpLevel, Level: &lv}); rerr != nil {
+				name, _ := plan.LevelName(lv)
+				fmt.Fprintf(env.Stderr, "mdtool: %s: could not set level back to %s (%v)\n", md, name, rerr)
+			}
 		}
 		var oe *daemon.OpError
 		if errors.As(err, &oe) && oe.Code == daemon.CodeBusy {

@@ -1,8 +1,12 @@
 package cmd
 
 import (
+	"bytes"
+	"fmt"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"mdtool/superblock"
 )
@@ -84,5 +88,147 @@ func TestAnalyseRestripe(t *testing.T) {
 	}
 	if got := noBackupFile("/dev/md0", restripe{re: levelChange{beforeData: 3, afterData: 4}}, 0).Error(); got != "/dev/md0: Cannot grow - need a spare or backup-file to backup critical section" {
 		t.Errorf("growth without room or spare: %q", got)
+	}
+}
+
+// TestGrowRestripe runs each restriping form of mdadm 4.2's --grow on a
+// served array: raid5 --chunk, --layout and a shrink (after --array-size
+// and --size), raid0 growth (by raid4), raid0 -> raid5, raid5 -> raid0,
+// raid5 -> raid6 and raid6 -> raid5. Either the change is made (the
+// reshape ends, the daemon imposes the final level, the geometry is the
+// new one and the data written before reads back the same) or the
+// engine refuses it and nothing changed (same level, devices, layout,
+// chunk and data). mdadm's refusals before anything changes are checked
+// word for word.
+func TestGrowRestripe(t *testing.T) {
+	const size = 16 << 20
+	dir := t.TempDir()
+	runDir := filepath.Join(dir, "run")
+	type geo struct {
+		level, layout string
+		devices       int
+		chunk         int64
+	}
+	geoOf := func(d map[string]any) geo {
+		g := geo{level: fmt.Sprint(d["raid_level"]), devices: int(d["raid_devices"].(float64))}
+		if l, ok := d["layout"].(string); ok {
+			g.layout = l
+		}
+		if c, ok := d["chunk_size_kib"].(float64); ok {
+			g.chunk = int64(c)
+		}
+		return g
+	}
+	for _, c := range []struct {
+		name   string
+		create []string
+		pre    [][]string // grow commands that must succeed first
+		args   []string
+		final  geo
+	}{
+		{"c5", []string{"-l5", "-n4", "-c64"}, nil, []string{"--chunk=128"}, geo{"raid5", "left-symmetric", 4, 128}},
+		{"p5", []string{"-l5", "-n4", "-c64"}, nil, []string{"--layout=right-asymmetric"}, geo{"raid5", "right-asymmetric", 4, 64}},
+		{"s5", []string{"-l5", "-n4", "-c64"}, [][]string{{"--array-size=29696"}, {"--size=14848"}}, []string{"-n3"},
+			geo{"raid5", "left-symmetric", 3, 64}},
+		{"g0", []string{"-l0", "-n3", "-c64"}, nil, []string{"-n4", "--add", "SPARE"}, geo{"raid0", "", 4, 64}},
+		{"l05", []string{"-l0", "-n3", "-c64"}, nil, []string{"-l5", "--add", "SPARE"}, geo{"raid5", "left-symmetric", 4, 64}},
+		{"l50", []string{"-l5", "-n4", "-c64"}, nil, []string{"-l0"}, geo{"raid0", "", 3, 64}},
+		{"l56", []string{"-l5", "-n3", "-c64"}, nil, []string{"-l6", "-n4", "--add", "SPARE"}, geo{"raid6", "left-symmetric", 4, 64}},
+		{"l65", []string{"-l6", "-n5", "-c64"}, nil, []string{"-l5"}, geo{"raid5", "left-symmetric", 4, 64}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			md := "/dev/md/" + c.name
+			n := 0
+			for _, a := range c.create {
+				if strings.HasPrefix(a, "-n") {
+					n = int(a[2] - '0')
+				}
+			}
+			devs := mkArray(t, dir, md, n, size, append(c.create, "--assume-clean")...)
+			s := serve(t, runDir, md, devs...)
+			defer s.stopIfRunning()
+			for _, p := range c.pre {
+				if code, _, errs := mdtool(t, append(append([]string{"--grow", md}, p...), "--run-dir", runDir)...); code != 0 {
+					t.Fatalf("grow %v: exit %d %q", p, code, errs)
+				}
+			}
+			d := detailJSONOf(t, runDir, md)
+			before := geoOf(d)
+			bytesN := int(d["array_size_kib"].(float64)) * 1024
+			data := nbdWrite(t, s.nbdURI(), bytesN)
+			args := append([]string(nil), c.args...)
+			for i, a := range args {
+				if a == "SPARE" {
+					args[i] = sparse(t, dir, c.name+"-spare.img", size)
+				}
+			}
+			code, _, errs := mdtool(t, append(append([]string{"--grow", md}, args...), "--run-dir", runDir)...)
+			want := before
+			switch code {
+			case 0:
+				syncDone(t, runDir, md, "reshape")
+				want = c.final
+				deadline := time.Now().Add(time.Minute)
+				for geoOf(detailJSONOf(t, runDir, md)).level != want.level && time.Now().Before(deadline) {
+					time.Sleep(20 * time.Millisecond)
+				}
+			case 1:
+				if !strings.Contains(errs, "mdtool: Cannot set device shape for "+md+": ") {
+					t.Fatalf("grow %v: exit 1 %q", c.args, errs)
+				}
+				t.Logf("grow %v refused by the engine: %q", c.args, errs)
+			default:
+				t.Fatalf("grow %v: exit %d %q", c.args, code, errs)
+			}
+			if got := geoOf(detailJSONOf(t, runDir, md)); got != want {
+				t.Errorf("grow %v (exit %d): geometry %+v, want %+v", c.args, code, got, want)
+			}
+			if got := nbdRead(t, s.nbdURI(), bytesN); !bytes.Equal(got, data) {
+				t.Errorf("grow %v (exit %d): the data read back differs", c.args, code)
+			}
+		})
+	}
+}
+
+// TestGrowRestripeRefusals: mdadm 4.2's refusals that come before
+// anything changes, word for word, and the array left as it was.
+func TestGrowRestripeRefusals(t *testing.T) {
+	dir := t.TempDir()
+	runDir := filepath.Join(dir, "run")
+	md := "/dev/md/rr"
+	devs := mkArray(t, dir, md, 4, 16<<20, "-l5", "-n4", "-c64", "--assume-clean")
+	s := serve(t, runDir, md, devs...)
+	defer s.stopIfRunning()
+	before := detailJSONOf(t, runDir, md)
+	comp := uint64(before["used_dev_size_kib"].(float64))
+	for _, c := range []struct {
+		args []string
+		code int
+		errs string
+	}{
+		{[]string{"-l6", "-c128"}, 1, "mdtool: Cannot change array level in the same operation as changing chunk size.\n"},
+		{[]string{"-n3"}, 1, fmt.Sprintf("mdtool: this change will reduce the size of the array.\n"+
+			"       use --grow --array-size first to truncate array.\n"+
+			"       e.g. mdadm --grow %s --array-size %d\n", md, 2*comp)},
+		{[]string{"-n5"}, 1, "mdtool: Need 1 spare to avoid degraded array, and only have 0.\n       Use --force to over-ride this check.\n"},
+		{[]string{"--chunk=2048"}, 1, fmt.Sprintf("mdtool: New chunk size (2048K) does not evenly divide device size (%dk)\n"+
+			"mdtool: After shrinking any filesystem, \"mdadm --grow %s --size %d\"\n"+
+			"mdtool: will shrink the array so the given chunk size would work.\n", comp, md, comp/2048*2048)},
+		{[]string{"--chunk=64"}, 0, ""},
+		{[]string{"--layout=left-symmetric"}, 0, ""},
+		{[]string{"--layout=preserve"}, 1, "mdtool: preserve in only meaningful when reshaping to RAID6\n"},
+		{[]string{"--layout=normalise"}, 1, "mdtool: normalise is only meaningful when reshaping a RAID6 array.\n"},
+		{[]string{"--chunk=3"}, 2, "mdtool: invalid chunk/rounding value: 3\n"},
+	} {
+		code, _, errs := mdtool(t, append(append([]string{"--grow", md}, c.args...), "--run-dir", runDir)...)
+		if code != c.code || errs != c.errs {
+			t.Errorf("grow %v: exit %d %q, want %d %q", c.args, code, errs, c.code, c.errs)
+		}
+	}
+	after := detailJSONOf(t, runDir, md)
+	for _, k := range []string{"raid_level", "raid_devices", "layout", "chunk_size_kib", "events", "array_size_kib"} {
+		if fmt.Sprint(after[k]) != fmt.Sprint(before[k]) {
+			t.Errorf("%s changed: %v -> %v", k, before[k], after[k])
+		}
 	}
 }
