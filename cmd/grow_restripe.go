@@ -142,6 +142,9 @@ func restripeRoom(st *daemon.Status, delta int, min uint64) (bool, error) {
 	}
 	var before, after uint64
 	dataSize := sb.Size
+	if sb.Level <= 0 {
+		dataSize = sb.DataSize // getinfo_super1: raid0 and linear use data_size
+	}
 	if sb.DataOffset < sb.SuperOffset { // 1.0
 		if sb.DataOffset+dataSize < sb.SuperOffset {
 			after = sb.SuperOffset - dataSize - sb.DataOffset
@@ -150,7 +153,7 @@ func restripeRoom(st *daemon.Status, delta int, min uint64) (bool, error) {
 	} else {
 		earliest := sb.SuperOffset + (32+4)*2
 		if sb.BBLogOffset != 0 && sb.BBLogSize != 0 {
-			earliest = max(earliest, sb.SuperOffset+uint64(int64(int16(sb.BBLogOffset)))+uint64(sb.BBLogSize))
+			earliest = max(earliest, sb.SuperOffset+uint64(int64(sb.BBLogOffset))+uint64(sb.BBLogSize))
 		}
 		if earliest < sb.DataOffset {
 			before = sb.DataOffset - earliest
@@ -193,15 +196,19 @@ func memberSectors(st *daemon.Status) uint64 {
 // noBackupFile is reshape_array's refusal when the data cannot move and
 // no backup file was given.
 func noBackupFile(md string, r restripe, spares int) error {
+	var need string
+	if r.re.afterData != r.re.beforeData {
+		need = fmt.Sprintf("Need to backup %dK of critical section..\nmdtool: ", r.backupBlocks/2)
+	}
 	if r.re.afterData <= r.re.beforeData {
-		return exitMsg(ExitFailure, md+": Cannot grow - need backup-file\n"+
+		return exitMsg(ExitFailure, need+md+": Cannot grow - need backup-file\n"+
 			"mdtool:  Please provide one with \"--backup=...\"")
 	}
 	if spares == 0 {
-		return exitf(ExitFailure, "%s: Cannot grow - need a spare or backup-file to backup critical section", md)
+		return exitMsg(ExitFailure, need+md+": Cannot grow - need a spare or backup-file to backup critical section")
 	}
 	// mdadm 4.2 would back the critical section up on a spare.
-	return exitf(ExitFailure, "%s: Cannot grow - no room to move the data and mdtool keeps no backup of the critical section", md)
+	return exitMsg(ExitFailure, need+md+": Cannot grow - no room to move the data and mdtool keeps no backup of the critical section")
 }
 
 // runRestripe is reshape_array from the spare checks on, for a change
