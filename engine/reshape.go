@@ -36,17 +36,8 @@ func (a *Array) reshapeGeometry(ref *superblock.Superblock, p layout.Params) (la
 	if ref.FeatureMap&superblock.FeatureBitmapOffset != 0 {
 		return nil, fmt.Errorf("%w: reshape with a write-intent bitmap", ErrUnsupported)
 	}
-	var minDiff int64
-	first := true
-	for _, m := range a.all {
-		if m.role < 0 {
-			continue
-		}
-		d := (m.newOff - m.dataOff) >> 9
-		if first || d < minDiff {
-			minDiff, first = d, false
-		}
-	}
+	backwards := ref.FeatureMap&superblock.FeatureReshapeBackwards != 0 || int32(ref.DeltaDisks) < 0
+	minDiff := mdMinOffsetDiff(a.all, backwards, nil)
 	rs, err := layout.NewReshape(p, layout.ReshapeParams{
 		Position:      ref.ReshapePosition,
 		NewLevel:      layout.Level(ref.NewLevel),

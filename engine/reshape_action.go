@@ -40,83 +40,161 @@ func (ra *reshapeAction) prepare() (uint64, uint64, bool, error) {
 	if !a.reshaping() {
 		return 0, 0, false, nil
 	}
-	if a.rs.geo.Backwards || a.rs.geo.New.DataDisks() < a.rs.geo.Old.DataDisks() {
-		return 0, 0, false, fmt.Errorf("%w: backwards reshape", ErrUnsupported)
-	}
 	total := a.rs.geo.New.ArraySectors()
-	from := a.rs.progress.Load()
-	if from >= total {
-		return total, from, true, nil // only the switch is left (finish)
+	from := min(a.rs.progress.Load(), total)
+	if a.rs.geo.Backwards {
+		from = total - from // the walk counts up; reshape_progress down from the end
 	}
 	return total, from, true, nil
 }
 
-// minOffsetDiff is md's min_offset_diff in sectors.
+// minOffsetDiff is md's min_offset_diff in sectors (raid5_run's rule).
 func (a *Array) minOffsetDiff() int64 {
-	var d int64
-	first := true
-	for _, m := range a.all {
-		if m.role < 0 || !m.writable() {
-			continue
-		}
-		if x := (m.newOff - m.dataOff) >> 9; first || x < d {
-			d, first = x, false
-		}
-	}
-	return d
+	return mdMinOffsetDiff(a.all, a.rs.geo.Backwards, nil)
 }
 
-// safeUpTo says whether writing the new stripes below array sector end
-// leaves intact the old-geometry data a restart from cp reads: the new
-// rows end at member sector rowEnd (+ new offset), the old rows from cp
-// start at oldRow (+ data_offset).
-func (ra *reshapeAction) safeUpTo(end, cp uint64) bool {
+// reshapeSectors is md's reshape_sectors (the larger chunk: what one
+// step moves on each device) and the array sectors of one such row of
+// the new geometry.
+func (ra *reshapeAction) reshapeSectors() (r, row uint64) {
 	g := ra.a.rs.geo
-	if cp >= g.Old.ArraySectors() {
+	r = max(g.Old.ChunkSectors(), g.New.ChunkSectors())
+	return r, r * uint64(g.New.DataDisks())
+}
+
+// rows is the array range of n rows moved from reshape_progress p:
+// above it going forwards, below it going backwards.
+func (ra *reshapeAction) rows(p, n uint64) (lo, hi uint64) {
+	_, row := ra.reshapeSectors()
+	if ra.a.rs.geo.Backwards {
+		return p - n*row, p
+	}
+	return p, p + n*row
+}
+
+// mdMustRecord is reshape_request's rule (Linux 6.1) for a step at
+// reshape_progress p with reshape_safe s: the superblocks must record
+// the position first when the step's writes (writepos) reach old data
+// that a restart from the recorded position reads (safepos) while the
+// data the step reads (readpos) lies beyond them, all per device, the
+// read and safe points moved by a negative min_offset_diff and the write
+// point by a positive one.
+func (ra *reshapeAction) mdMustRecord(p, s uint64) bool {
+	g := ra.a.rs.geo
+	r, _ := ra.reshapeSectors()
+	nd, od := uint64(g.New.DataDisks()), uint64(g.Old.DataDisks())
+	writepos, readpos, safepos := p/nd, p/od, s/od
+	if g.Backwards {
+		writepos -= r
+		readpos += r
+		safepos += r
+	} else {
+		writepos += r
+		readpos -= min(r, readpos)
+		safepos -= min(r, safepos)
+	}
+	if d := ra.a.minOffsetDiff(); d < 0 {
+		safepos += uint64(-d)
+		readpos += uint64(-d)
+	} else {
+		writepos += uint64(d)
+	}
+	if g.Backwards {
+		return safepos > writepos && readpos < writepos
+	}
+	return safepos < writepos && readpos > writepos
+}
+
+// clear says whether writing the new rows [lo, hi) leaves intact the old
+// data a restart from the recorded position s reads: forwards the old
+// stripes from the one holding s on, backwards those below s. md's rule
+// (mdMustRecord) is pessimistic where it gives up ("readpos behind
+// writepos": no record helps, a backup must) and then records nothing,
+// though with mdadm's smallest offset change a record before each step
+// would keep a restart safe; the engine records then.
+func (ra *reshapeAction) clear(lo, hi, s uint64) bool {
+	g := ra.a.rs.geo
+	d := ra.a.minOffsetDiff()
+	nd := g.New.DataDisks()
+	oc, ost := g.Old.ChunkSectors(), g.Old.StripeSectors()
+	if g.Backwards {
+		if s == 0 {
+			return true
+		}
+		oldEnd := int64((s + ost - 1) / ost * oc)
+		return int64(lo/uint64(nd))+d >= oldEnd
+	}
+	if s >= g.Old.ArraySectors() {
 		return true
 	}
-	c := g.New.ChunkSectors()
-	rowEnd := int64((end + g.New.StripeSectors() - 1) / g.New.StripeSectors() * c)
-	oldRow := int64(cp / g.Old.StripeSectors() * g.Old.ChunkSectors())
-	return rowEnd+ra.a.minOffsetDiff() <= oldRow
+	oldStart := int64(s / ost * oc)
+	return int64(hi/uint64(nd))+d <= oldStart
 }
 
-func (ra *reshapeAction) unit(p, max uint64) (uint64, error) {
+// unit moves rows of the new geometry from reshape_progress on (below it
+// backwards) with user I/O held back: as many as fit the window without
+// a superblock record in between; a step that md's rule (or clear) says
+// needs one records reshape_position first.
+func (ra *reshapeAction) unit(_, max uint64) (uint64, error) {
 	a := ra.a
 	g := a.rs.geo
-	st := g.New.StripeSectors()
-	w := min(max, reshapeWindow) / st * st
-	if w == 0 {
-		w = st
+	_, row := ra.reshapeSectors()
+	want := uint64(1)
+	if w := min(max, reshapeWindow) / row; w > 1 {
+		want = w
 	}
-	for w > st && !ra.safeUpTo(p+w, p) {
-		w -= st
-	}
-	if !ra.safeUpTo(p+w, p) {
-		return 0, fmt.Errorf("%w: reshape at %d would overwrite data not yet moved (needs a backup file)", ErrUnsupported, p)
-	}
-	reshapeStep("move", p, a.rs.safe.Load(), g.New.ArraySectors())
+	reshapeStep("move", a.rs.progress.Load(), a.rs.safe.Load(), g.New.ArraySectors())
 	a.suspend()
 	defer a.resume()
-	if !ra.safeUpTo(p+w, a.rs.safe.Load()) {
+	p := a.rs.progress.Load()
+	n := uint64(0)
+	for ; n < want; n++ {
+		at := p + n*row
+		if g.Backwards {
+			at = p - n*row
+		}
+		lo, hi := ra.rows(at, 1)
+		if !ra.mdMustRecord(at, a.rs.safe.Load()) && ra.clear(lo, hi, a.rs.safe.Load()) {
+			continue
+		}
+		if n > 0 {
+			break // the next unit records first
+		}
 		if err := a.recordReshape(); err != nil {
 			return 0, err
 		}
-	}
-	b := getZeroBuf(int(w) << 9)
-	defer putBuf(b)
-	rp := a.pers.(*reshapePers)
-	if old := g.Old.ArraySectors(); p < old {
-		n := min(w, old-p)
-		if err := rp.old.read(b.b[:n<<9], p); err != nil {
-			return 0, err
+		if !ra.clear(lo, hi, a.rs.safe.Load()) {
+			return 0, fmt.Errorf("%w: reshape at %d would overwrite data not yet moved (needs a backup file)", ErrUnsupported, p)
 		}
 	}
-	if err := rp.new.writeFull(b.b, p, int(w/st), false, nil); err != nil {
+	lo, hi := ra.rows(p, n)
+	if err := ra.move(lo, hi); err != nil {
 		return 0, err
 	}
-	a.rs.progress.Store(p + w)
-	return w, nil
+	if g.Backwards {
+		a.rs.progress.Store(lo)
+	} else {
+		a.rs.progress.Store(hi)
+	}
+	return hi - lo, nil
+}
+
+// move copies the array sectors [lo, hi) from the old geometry (zeroes
+// beyond the old array's end, as md fills them) to whole stripes of the
+// new one at the new data offset.
+func (ra *reshapeAction) move(lo, hi uint64) error {
+	g := ra.a.rs.geo
+	w := hi - lo
+	b := getZeroBuf(int(w) << 9)
+	defer putBuf(b)
+	rp := ra.a.pers.(*reshapePers)
+	if old := g.Old.ArraySectors(); lo < old {
+		n := min(hi, old) - lo
+		if err := rp.old.read(b.b[:n<<9], lo); err != nil {
+			return err
+		}
+	}
+	return rp.new.writeFull(b.b, lo, int(w/g.New.StripeSectors()), false, nil)
 }
 
 // checkpoint records reshape_progress in the superblocks.
@@ -165,9 +243,12 @@ func (a *Array) finishReshape() error {
 	for _, m := range a.all {
 		m.finishReshape()
 	}
+	a.dropRemovedRoles(g.RaidDisks())
 	a.geo, a.striped = g, g
 	a.pers = &stripedPers{a: a, g: g, r6: a.level == layout.RAID6}
-	a.size = int64(g.ArraySectors()) << 9
+	if !a.grow.external || a.size>>9 > int64(g.ArraySectors()) {
+		a.size = int64(g.ArraySectors()) << 9 // md_set_array_sectors: not over an external size
+	}
 	a.unit = int64(g.IOOpt())
 	a.maxReq = max(a.opts.MaxRequest/a.unit, 1) * a.unit
 	a.rs.done.Store(true)
@@ -182,12 +263,37 @@ func (m *member) finishReshape() {
 	sb := m.ls.sb
 	if m.dataOff > m.newOff {
 		sb.DataSize += uint64(m.dataOff-m.newOff) >> 9
+	} else {
+		sb.DataSize -= uint64(m.newOff-m.dataOff) >> 9
 	}
 	sb.DataOffset = uint64(m.newOff) >> 9
 	sb.Layout = sb.NewLayout
 	sb.ChunkSize = sb.NewChunk
 	sb.FeatureMap &^= reshapeBits
 	m.dataOff = m.newOff
+}
+
+// dropRemovedRoles ends a reshape that removed devices as
+// raid5_finish_reshape and remove_and_add_spares do: the members of the
+// roles from n on are no longer in sync, leave their roles and become
+// spares.
+func (a *Array) dropRemovedRoles(n int) {
+	if len(a.roles) <= n {
+		return
+	}
+	a.cfgMu.Lock()
+	defer a.cfgMu.Unlock()
+	for _, m := range a.roles[n:] {
+		if m == nil {
+			continue
+		}
+		m.role = -1
+		if m.State() != Faulty {
+			m.state.Store(uint32(Spare))
+		}
+	}
+	a.roles = a.roles[:n:n]
+	a.n = n
 }
 
 // adoptFinishedReshape: power was cut while the superblocks of a finished

@@ -21,8 +21,12 @@ type ReshapeStart struct {
 	// ChunkSectors is the new chunk size in sectors (0: unchanged).
 	ChunkSectors uint64
 	// OffsetDelta is new_offset, the move of every member's data_offset
-	// in sectors (negative: down, which a growing reshape needs);
-	// 0 chooses mdadm 4.2's: down by MinOffsetChange.
+	// in sectors: negative moves it down and the reshape walks forwards
+	// (what more data disks need), positive moves it up and it walks
+	// backwards from the end (what fewer need); at least
+	// ReshapeMinOffset either way. 0 chooses as mdadm 4.2 does
+	// (reshapeOffsets); without the room that takes, StartReshape
+	// returns a *NoRoomError (errors.Is ErrNoRoom).
 	OffsetDelta int64
 }
 
@@ -61,11 +65,12 @@ func spaceBefore(sb *superblock.Superblock) uint64 {
 // it down for the reshape (mdadm then needs a backup file).
 var ErrNoRoom = fmt.Errorf("%w: insufficient head-space for reshape", ErrUnsupported)
 
-// StartReshape starts growing a raid4/5/6 onto its spares as md's
-// raid5_start_reshape does when mdadm 4.2 has set new_offset: the spares
-// take the new roles (in sync: they only ever hold new-geometry data),
-// every member's new data offset is data_offset + OffsetDelta, and the
-// superblocks record the reshape at position 0 before anything moves.
+// StartReshape starts a restriping reshape of a raid4/5/6 as md's
+// raid5_start_reshape does when mdadm 4.2 has set new_offset: added
+// spares take the new roles (in sync: they only ever hold new-geometry
+// data), every member's new data offset is data_offset + its new_offset,
+// and the superblocks record the reshape at its start (0 forwards, the
+// end backwards) before anything moves.
 // The reshape then runs as a sync action (Reshape, or the sync thread).
 func (a *Array) StartReshape(rq ReshapeStart) error {
 	if err := a.refuse090("a reshape"); err != nil {
@@ -81,39 +86,32 @@ func (a *Array) StartReshape(rq ReshapeStart) error {
 }
 
 func (a *Array) startReshape(rq ReshapeStart) error {
-	if rq.RaidDisks == 0 {
-		rq.RaidDisks = a.n
-	}
 	if a.opts.ReadOnly {
 		return ErrReadOnly
 	}
-	switch {
-	case a.level != layout.RAID4 && a.level != layout.RAID5 && a.level != layout.RAID6:
-		return fmt.Errorf("%w: reshape of %v", ErrUnsupported, a.level)
-	case a.reshaping():
-		return ErrBusy
-	case a.hasBM:
-		return fmt.Errorf("%w: reshape with a write-intent bitmap", ErrUnsupported)
-	case a.failed.Load() || a.Degraded() != 0:
-		return fmt.Errorf("%w: reshape of a degraded array", ErrUnsupported)
-	case rq.RaidDisks <= a.n,
-		rq.SetLayout && rq.Layout != a.striped.Algorithm(),
-		rq.ChunkSectors != 0 && rq.ChunkSectors != a.striped.ChunkSectors():
-		return fmt.Errorf("%w: only adding devices", ErrUnsupported)
-	case a.syncBusy():
-		return ErrBusy
+	if err := a.reshapeAllowed(); err != nil {
+		return err
 	}
-	delta := rq.RaidDisks - a.n
 	old := a.striped
+	sh := reshapeShape{n: rq.RaidDisks, layout: old.Algorithm(), chunk: old.ChunkSectors()}
+	if sh.n == 0 {
+		sh.n = a.n
+	}
+	if rq.SetLayout {
+		sh.layout = rq.Layout
+	}
+	if rq.ChunkSectors != 0 {
+		sh.chunk = rq.ChunkSectors
+	}
+	delta := sh.n - a.n
+	if delta == 0 && sh.layout == old.Algorithm() && sh.chunk == old.ChunkSectors() {
+		return fmt.Errorf("%w: the reshape changes nothing", ErrUnsupported)
+	}
+	if err := a.reshapeDisksAllowed(delta, sh.n); err != nil {
+		return err
+	}
 	parity := a.n - old.DataDisks()
-	min := MinOffsetChange(old.ChunkSectors(), old.DataDisks(), rq.RaidDisks-parity)
-	off := rq.OffsetDelta
-	if off == 0 {
-		off = -int64(min)
-	}
-	if off > -int64(min) {
-		return fmt.Errorf("%w: data_offset must move down by at least %d sectors", ErrUnsupported, min)
-	}
+	min := ReshapeMinOffset(old.ChunkSectors(), sh.chunk, old.DataDisks(), sh.n-parity)
 	a.suspend()
 	defer a.resume()
 	a.meta.mu.Lock()
@@ -129,21 +127,97 @@ func (a *Array) startReshape(rq ReshapeStart) error {
 	if len(spares) < delta {
 		return fmt.Errorf("%w: %d spares for %d new devices", ErrUnsupported, len(spares), delta)
 	}
-	for _, m := range a.all {
-		if m.removed.Load() || m.State() == Faulty {
-			continue
-		}
-		if spaceBefore(m.ls.sb) < uint64(-off) {
-			return ErrNoRoom
-		}
-	}
-	p := layout.Params{Level: a.level, Layout: old.Algorithm(), ChunkSectors: old.ChunkSectors(), RaidDisks: rq.RaidDisks,
-		ComponentSectors: old.DevSectors(0)}
-	rs, err := layout.NewReshape(p, layout.ReshapeParams{NewLevel: a.level, NewLayout: p.Layout, NewChunk: p.ChunkSectors,
-		DeltaDisks: delta, MinOffsetDiff: off})
+	offs, backwards, err := a.reshapeOffsets(sh.n-parity-old.DataDisks(), min, rq.OffsetDelta)
 	if err != nil {
 		return err
 	}
+	sh.backwards = backwards
+	rs, err := a.newReshapeGeometry(sh, delta, offs)
+	if err != nil {
+		return err
+	}
+	if delta < 0 && uint64(a.size>>9) > rs.New.ArraySectors() {
+		return ErrShrinkSize
+	}
+	a.applyReshape(sh, delta, rs, offs, spares)
+	return a.updateSuperLocked(true)
+}
+
+// reshapeShape is the geometry a reshape goes to.
+type reshapeShape struct {
+	n         int
+	layout    int
+	chunk     uint64
+	backwards bool
+}
+
+// reshapeAllowed is what md 6.1 demands of any restriping reshape
+// (raid5_check_reshape, raid5_start_reshape): a raid4/5/6 not already
+// reshaping or syncing, not failed and not waiting for a resync.
+func (a *Array) reshapeAllowed() error {
+	switch {
+	case a.level != layout.RAID4 && a.level != layout.RAID5 && a.level != layout.RAID6:
+		return fmt.Errorf("%w: reshape of %v", ErrUnsupported, a.level)
+	case a.reshaping():
+		return ErrBusy
+	case a.hasBM:
+		return fmt.Errorf("%w: reshape with a write-intent bitmap", ErrUnsupported)
+	case a.failed.Load() || a.degraded() > a.maxDegraded():
+		return fmt.Errorf("%w: reshape of a failed array", ErrFailed)
+	case a.syncBusy():
+		return ErrBusy
+	}
+	a.meta.mu.Lock()
+	dirty := a.meta.recoveryCP != superblock.MaxSector
+	a.meta.mu.Unlock()
+	if dirty {
+		return ErrBusy // md: recovery_cp < MaxSector, -EBUSY
+	}
+	return nil
+}
+
+// reshapeDisksAllowed checks the new device count: raid6 keeps at least
+// 4, raid4/5 at least 2 (raid5_check_reshape), and a degraded array only
+// restripes or shrinks (md would let a spare fill the missing role first;
+// the engine does not do that during a reshape).
+func (a *Array) reshapeDisksAllowed(delta, n int) error {
+	least := 2
+	if a.level == layout.RAID6 {
+		least = 4
+	}
+	switch {
+	case n < least:
+		return fmt.Errorf("%w: %v needs at least %d devices", ErrUnsupported, a.level, least)
+	case delta > 0 && a.degraded() != 0:
+		return fmt.Errorf("%w: adding devices to a degraded array", ErrUnsupported)
+	}
+	return nil
+}
+
+// newReshapeGeometry builds both geometries of the reshape about to start
+// and places reshape_progress at its start: 0 forwards, the array's end
+// (raid5_size of the smaller geometry) backwards.
+func (a *Array) newReshapeGeometry(sh reshapeShape, delta int, offs map[*member]int64) (*layout.Reshape, error) {
+	old := a.striped
+	p := layout.Params{Level: a.level, Layout: old.Algorithm(), ChunkSectors: old.ChunkSectors(), RaidDisks: sh.n,
+		ComponentSectors: old.DevSectors(0)}
+	rs, err := layout.NewReshape(p, layout.ReshapeParams{NewLevel: a.level, NewLayout: sh.layout, NewChunk: sh.chunk,
+		DeltaDisks: delta, Backwards: sh.backwards, MinOffsetDiff: mdMinOffsetDiff(a.all, sh.backwards, offs)})
+	if err != nil {
+		return nil, err
+	}
+	if rs.Backwards {
+		rs.Progress = rs.ArraySectors()
+		rs.Safe = rs.Progress
+	}
+	return rs, nil
+}
+
+// applyReshape records the started reshape in the array and the
+// superblocks (raid5_start_reshape, super_1_sync): spares take the new
+// roles when devices are added; when they are removed the roles above the
+// new count keep serving the old geometry until the end.
+func (a *Array) applyReshape(sh reshapeShape, delta int, rs *layout.Reshape, offs map[*member]int64, spares []*member) {
 	for i, m := range spares {
 		m.role = a.n + i
 		m.state.Store(uint32(InSync))
@@ -151,18 +225,48 @@ func (a *Array) startReshape(rq ReshapeStart) error {
 	}
 	for _, m := range a.all {
 		sb := m.ls.sb
+		off := offs[m]
 		m.newOff = m.dataOff + off*512
-		sb.RaidDisks = uint32(rq.RaidDisks)
+		sb.RaidDisks = uint32(sh.n)
 		sb.DeltaDisks = int32(delta)
-		sb.NewLevel, sb.NewLayout, sb.NewChunk = sb.Level, sb.Layout, sb.ChunkSize
-		sb.ReshapePosition = 0
+		sb.NewLevel, sb.NewLayout, sb.NewChunk = sb.Level, uint32(sh.layout), uint32(sh.chunk)
+		sb.ReshapePosition = rs.Progress
 		sb.NewOffset = int32(off)
 		sb.FeatureMap |= superblock.FeatureReshapeActive | superblock.FeatureNewOffset
+		sb.FeatureMap &^= superblock.FeatureReshapeBackwards
+		if rs.Backwards {
+			sb.FeatureMap |= superblock.FeatureReshapeBackwards
+		}
 	}
-	a.n = rq.RaidDisks
+	if delta > 0 {
+		a.n = sh.n
+	}
 	a.rs = &reshapeState{geo: rs}
+	a.rs.progress.Store(rs.Progress)
+	a.rs.safe.Store(rs.Safe)
 	a.geo, a.striped = rs.New, rs.New
 	a.pers = a.newReshapePers()
 	a.meta.changeDevs = true
-	return a.updateSuperLocked(true)
+}
+
+// mdMinOffsetDiff is raid5_run's min_offset_diff (sectors) over the
+// members with a role: the change of data offset with the least room,
+// the largest one going forwards, the smallest going backwards. offs,
+// when not nil, gives the changes about to be set.
+func mdMinOffsetDiff(ms []*member, backwards bool, offs map[*member]int64) int64 {
+	var d int64
+	first := true
+	for _, m := range ms {
+		if m.role < 0 {
+			continue
+		}
+		x := (m.newOff - m.dataOff) >> 9
+		if offs != nil {
+			x = offs[m]
+		}
+		if first || backwards && x < d || !backwards && x > d {
+			d, first = x, false
+		}
+	}
+	return d
 }
