@@ -297,3 +297,38 @@ func TestRestripeRoom(t *testing.T) {
 		}
 	}
 }
+
+// TestGrowLevelRestart: raid5 -> raid0 restripes to parity-last and the
+// daemon imposes raid0 when the reshape ends (mdadm 4.2's forked child).
+// Killed mid-reshape and assembled again, the array finishes the reshape
+// and stays a raid5 (parity-last), as with mdadm 4.2: at assembly
+// Grow_continue returns at once for a reshape that moves data_offset
+// (RESHAPE_NO_BACKUP), and nothing imposes the new level.
+func TestGrowLevelRestart(t *testing.T) {
+	dir := t.TempDir()
+	runDir := filepath.Join(dir, "run")
+	md := "/dev/md/lr"
+	devs := mkArray(t, dir, md, 4, 16<<20, "-l5", "-n4", "-c64", "--assume-clean")
+	d := startDaemon(t, runDir, md, devs, "MDTOOL_TEST_RESHAPE_PAUSE=move:0.5")
+	uri := "nbd+unix:///?socket=" + d.socket()
+	n := int(detailJSONOf(t, runDir, md)["array_size_kib"].(float64)) * 1024
+	data := nbdWrite(t, uri, n)
+	if code, _, errs := mdtool(t, "--grow", md, "-l0", "--run-dir", runDir); code != 0 || errs != "" {
+		t.Fatalf("grow -l0: exit %d %q", code, errs)
+	}
+	waitReshapePause(t, d)
+	d.kill()
+	d = startDaemon(t, runDir, md, devs)
+	defer d.stop()
+	reshapeFinished(t, runDir, md)
+	// Long enough for a level change that should not come: the daemon's
+	// own one follows the reshape's end at once (TestGrowRestripe).
+	time.Sleep(time.Second)
+	got := detailJSONOf(t, runDir, md)
+	if got["raid_level"] != "raid5" || got["layout"] != "parity-last" || got["raid_devices"] != float64(4) {
+		t.Errorf("after the restart: %v %v %v, want raid5 parity-last 4", got["raid_level"], got["layout"], got["raid_devices"])
+	}
+	if b := nbdRead(t, uri, n); !bytes.Equal(b, data) {
+		t.Errorf("the data read back differs")
+	}
+}
