@@ -141,6 +141,8 @@ func TestGrowRestripe(t *testing.T) {
 		{"g0", []string{"-l0", "-n3", "-c64"}, nil, []string{"-n4", "--add", "SPARE"}, geo{"raid0", "", 4, 64}},
 		{"l05", []string{"-l0", "-n3", "-c64"}, nil, []string{"-l5", "--add", "SPARE"}, geo{"raid5", "left-symmetric", 4, 64}},
 		{"l50", []string{"-l5", "-n4", "-c64"}, nil, []string{"-l0"}, geo{"raid0", "", 3, 64}},
+		// impose_level removes the spare before it fails the parity member
+		{"l50s", []string{"-l5", "-n4", "-x1", "-c64"}, nil, []string{"-l0"}, geo{"raid0", "", 3, 64}},
 		{"l56", []string{"-l5", "-n3", "-c64"}, nil, []string{"-l6", "-n4", "--add", "SPARE"}, geo{"raid6", "left-symmetric", 4, 64}},
 		{"l65", []string{"-l6", "-n5", "-c64"}, nil, []string{"-l5"}, geo{"raid5", "left-symmetric", 4, 64}},
 	} {
@@ -148,8 +150,8 @@ func TestGrowRestripe(t *testing.T) {
 			md := "/dev/md/" + c.name
 			n := 0
 			for _, a := range c.create {
-				if strings.HasPrefix(a, "-n") {
-					n = int(a[2] - '0')
+				if strings.HasPrefix(a, "-n") || strings.HasPrefix(a, "-x") {
+					n += int(a[2] - '0')
 				}
 			}
 			devs := mkArray(t, dir, md, n, size, append(c.create, "--assume-clean")...)

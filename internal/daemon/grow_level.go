@@ -51,21 +51,25 @@ func (s *Service) dropNonData() error {
 		return nil
 	}
 	data := sp.DataDisks()
-	for _, mi := range a.Members() {
-		if mi.Device < 0 || (mi.Role >= 0 && mi.Role < data && mi.State == engine.InSync) {
-			continue
-		}
-		if mi.State != engine.Spare && mi.State != engine.Faulty {
-			if err := a.FailDevice(mi.Device); err != nil {
+	// First the spares (so that no recovery starts onto one), then the
+	// members of the other roles.
+	for _, spares := range []bool{true, false} {
+		for _, mi := range a.Members() {
+			if mi.Device < 0 || (mi.Role >= 0 && mi.Role < data && mi.State == engine.InSync) || (mi.State == engine.Spare) != spares {
+				continue
+			}
+			if mi.State != engine.Spare && mi.State != engine.Faulty {
+				if err := a.FailDevice(mi.Device); err != nil {
+					return engineError(err)
+				}
+			}
+			if err := a.RemoveDevice(mi.Device); err != nil {
 				return engineError(err)
 			}
+			s.memMu.Lock()
+			s.removed[mi.Device] = true
+			s.memMu.Unlock()
 		}
-		if err := a.RemoveDevice(mi.Device); err != nil {
-			return engineError(err)
-		}
-		s.memMu.Lock()
-		s.removed[mi.Device] = true
-		s.memMu.Unlock()
 	}
 	return nil
 }
