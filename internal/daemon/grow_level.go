@@ -35,6 +35,7 @@ func (s *Service) changeLevel(req Request) (*Response, error) {
 		}
 		return nil, engineError(err)
 	}
+	s.takenRaid0.Store(level == layout.RAID0)
 	s.cfg.Logf("level changed to %v", level)
 	return &Response{}, nil
 }
