@@ -213,6 +213,7 @@ func TestGrowRestripe(t *testing.T) {
 			if got := nbdRead(t, s.nbdURI(), bytesN); !bytes.Equal(got, data) {
 				t.Errorf("grow %v (exit %d): the data read back differs", c.args, code)
 			}
+			s.stop()
 		})
 	}
 }
@@ -258,6 +259,7 @@ func TestGrowRestripeRefusals(t *testing.T) {
 			t.Errorf("%s changed: %v -> %v", k, before[k], after[k])
 		}
 	}
+	s.stop()
 }
 
 // TestRestripeRoom: set_new_data_offset's room check from the first
@@ -319,6 +321,11 @@ func TestGrowLevelRestart(t *testing.T) {
 		t.Fatalf("grow -l0: exit %d %q", code, errs)
 	}
 	waitReshapePause(t, d)
+	// Detail.c's reshape block: the level stays raid5 until the end.
+	if _, out, _ := mdtool(t, "detail", md, "--run-dir", runDir); !strings.Contains(out, "        Raid Level : raid5\n") ||
+		!strings.Contains(out, "        New Layout : parity-last\n") || strings.Contains(out, "New Level") {
+		t.Errorf("detail during the reshape:\n%s", out)
+	}
 	d.kill()
 	d = startDaemon(t, runDir, md, devs)
 	defer d.stop()
