@@ -264,7 +264,7 @@ func growLevelLayout(o *growOptions, level, layout, newLevel int) (int, error) {
 
 // takeovers are the level changes the engine makes without moving data
 // (md's takeover functions).
-var takeovers = map[[2]int]bool{{1, 5}: true, {0, 5}: true, {5, 0}: true, {5, 6}: true, {6, 5}: true}
+var takeovers = map[[2]int]bool{{1, 5}: true, {0, 4}: true, {0, 5}: true, {4, 0}: true, {5, 0}: true, {5, 6}: true, {6, 5}: true}
 
 // growLevel changes the level of a running array as mdadm 4.2 does when
 // no restripe is needed: the spare checks, "level of MD changed to
@@ -274,6 +274,9 @@ func growLevel(env *Env, o *growOptions, md string) error {
 	newLevel, err := plan.ParseLevel(o.level)
 	if err != nil {
 		return usagef("invalid raid level: %s", o.level)
+	}
+	if o.chunk != "" {
+		return exitf(ExitFailure, "Cannot change array level in the same operation as changing chunk size.")
 	}
 	cl, st, err := growDial(o, md)
 	if err != nil {
@@ -334,8 +337,15 @@ func growLevel(env *Env, o *growOptions, md string) error {
 		// 4.2 gives up without a word.
 		return exitStatus(ExitFailure)
 	}
-	if !re.immediate || !takeovers[[2]int{st.Level, newLevel}] {
-		return exitf(ExitFailure, "%s", levelUnsupported(st, newLevel, re))
+	if !re.immediate {
+		r, msg := analyseRestripe(md, st.Level, st.Layout, st.RaidDisks, int(st.ChunkBytes), st.ComponentSectors, newLevel, newLayout, delta, newChunk)
+		if msg != "" {
+			return exitMsg(ExitFailure, msg)
+		}
+		return runRestripe(env, o, cl, st, md, r) // grow_restripe.go
+	}
+	if !takeovers[[2]int{st.Level, newLevel}] {
+		return exitf(ExitFailure, "%s", levelUnsupported(st, newLevel))
 	}
 	lv := newLevel
 	ctx, cancel := context.WithTimeout(context.Background(), growTimeout)
@@ -390,22 +400,10 @@ func levelSpares(o *growOptions, st *daemon.Status, newLevel int, re levelChange
 	return nil
 }
 
-// levelUnsupported words a level change mdadm 4.2 would make by
-// restriping (or by a takeover mdtool does not have).
-func levelUnsupported(st *daemon.Status, newLevel int, re levelChange) string {
+// levelUnsupported words a level change mdadm 4.2 makes by a takeover
+// mdtool does not have.
+func levelUnsupported(st *daemon.Status, newLevel int) string {
 	from, _ := plan.LevelName(st.Level)
 	to, _ := plan.LevelName(newLevel)
-	if re.immediate {
-		return fmt.Sprintf("changing the level from %s to %s is not supported yet", from, to)
-	}
-	var hint string
-	switch {
-	case st.Level == superblock.LevelRAID0 && newLevel == superblock.LevelRAID5:
-		hint = " (--layout=parity-last needs none)"
-	case st.Level == superblock.LevelRAID5 && newLevel == superblock.LevelRAID6:
-		hint = " (--layout=preserve needs none)"
-	case st.Level == superblock.LevelRAID5 && newLevel == superblock.LevelRAID0:
-		hint = " (only a parity-last raid5 needs none)"
-	}
-	return fmt.Sprintf("changing the level from %s to %s needs a restripe, which is not supported yet%s", from, to, hint)
+	return fmt.Sprintf("changing the level from %s to %s is not supported yet", from, to)
 }

@@ -52,8 +52,9 @@ func r5Layout(l int) (int, bool) {
 // ChangeLevel takes the array over into level as md does when mdadm
 // writes the level (level_store): raid1 (2 devices) -> raid5
 // (left-symmetric, the largest chunk up to 64 KiB dividing the array),
-// raid0 (one zone) -> raid5 (parity-last, one more device, the parity
-// role missing), raid5 (parity-last, parity role missing) -> raid0,
+// raid0 (one zone) -> raid4/raid5 (parity-last, one more device, the
+// parity role missing), raid4/raid5 (parity-last, parity role missing) ->
+// raid0,
 // raid5 -> raid6 (the "-6" layout, Q on a new missing role) and raid6
 // ("-6" or parity-last) -> raid5 (the Q member becomes a spare). Every
 // other change is ErrTakeover; no change is made while a sync action or
@@ -202,7 +203,7 @@ func (a *Array) planTakeover(level layout.Level) (takeoverPlan, error) {
 		tp.devSize = a.geo.DevSectors(0) &^ (c - 1)
 		tp.params = layout.Params{Level: level, Layout: layout.LeftSymmetric, ChunkSectors: c, RaidDisks: 2, ComponentSectors: tp.devSize}
 		tp.roles = append([]*member(nil), a.roles...)
-	case from == layout.RAID0 && level == layout.RAID5:
+	case from == layout.RAID0 && (level == layout.RAID5 || level == layout.RAID4):
 		// raid45_takeover_raid0: one strip zone only.
 		dev := a.geo.DevSectors(0)
 		for r := range a.roles {
@@ -213,7 +214,7 @@ func (a *Array) planTakeover(level layout.Level) (takeoverPlan, error) {
 		tp.devSize = dev
 		tp.params = layout.Params{Level: level, Layout: layout.ParityLast, ChunkSectors: chunk, RaidDisks: a.n + 1, ComponentSectors: dev}
 		tp.roles = append(append([]*member(nil), a.roles...), nil)
-	case from == layout.RAID5 && level == layout.RAID0:
+	case (from == layout.RAID5 || from == layout.RAID4) && level == layout.RAID0:
 		// raid0_takeover: parity-last only; raid0_takeover_raid45: one
 		// role missing, and it is the parity one.
 		if a.striped.Algorithm() != layout.ParityLast {

@@ -92,8 +92,15 @@ type Request struct {
 	// md's default.
 	SpeedMin *uint64 `json:"sync_speed_min,omitempty"`
 	SpeedMax *uint64 `json:"sync_speed_max,omitempty"`
-	// RaidDisks is the new number of devices (OpReshape, OpRaidDevices).
+	// RaidDisks is the new number of devices (OpReshape, OpRaidDevices;
+	// OpReshape: 0 leaves it).
 	RaidDisks int `json:"raid_disks,omitempty"`
+	// Layout, ChunkSectors: OpReshape's new layout (nil: unchanged) and
+	// chunk size (0: unchanged); FinalLevel: the level to take the array
+	// to when the reshape ends (manage_reshape.go).
+	Layout       *int   `json:"layout,omitempty"`
+	ChunkSectors uint64 `json:"chunk_sectors,omitempty"`
+	FinalLevel   *int   `json:"final_level,omitempty"`
 	// Bitmap ("internal" or "none") and BitmapChunk (bytes, 0: mdadm's
 	// choice): OpGrowBitmap (grow_bitmap.go).
 	Bitmap      string `json:"bitmap,omitempty"`

@@ -41,37 +41,42 @@ func (s *Service) changeLevel(req Request) (*Response, error) {
 		}
 		return nil, engineError(err)
 	}
+	s.takenRaid0.Store(level == layout.RAID0)
 	s.cfg.Logf("level changed to %v", level)
 	return &Response{}, nil
 }
 
-// dropNonData is impose_level's preparation for raid0: a raid5 with the
-// parity-last layout keeps its data roles; spares are removed, the
+// dropNonData is impose_level's preparation for raid0: a raid4, or a
+// raid5 with the parity-last layout, keeps its data roles; spares are removed, the
 // members of the other roles failed and removed. Other arrays are left
 // as they are (the takeover refuses them).
 func (s *Service) dropNonData() error {
 	a := s.cfg.Array
 	st := a.Geometry()
 	sp, ok := st.(*layout.Striped)
-	if !ok || sp.Level() != layout.RAID5 || sp.Algorithm() != layout.ParityLast {
+	if !ok || (sp.Level() != layout.RAID5 && sp.Level() != layout.RAID4) || sp.Algorithm() != layout.ParityLast {
 		return nil
 	}
 	data := sp.DataDisks()
-	for _, mi := range a.Members() {
-		if mi.Device < 0 || (mi.Role >= 0 && mi.Role < data && mi.State == engine.InSync) {
-			continue
-		}
-		if mi.State != engine.Spare && mi.State != engine.Faulty {
-			if err := a.FailDevice(mi.Device); err != nil {
+	// First the spares (so that no recovery starts onto one), then the
+	// members of the other roles.
+	for _, spares := range []bool{true, false} {
+		for _, mi := range a.Members() {
+			if mi.Device < 0 || (mi.Role >= 0 && mi.Role < data && mi.State == engine.InSync) || (mi.State == engine.Spare) != spares {
+				continue
+			}
+			if mi.State != engine.Spare && mi.State != engine.Faulty {
+				if err := a.FailDevice(mi.Device); err != nil {
+					return engineError(err)
+				}
+			}
+			if err := a.RemoveDevice(mi.Device); err != nil {
 				return engineError(err)
 			}
+			s.memMu.Lock()
+			s.removed[mi.Device] = true
+			s.memMu.Unlock()
 		}
-		if err := a.RemoveDevice(mi.Device); err != nil {
-			return engineError(err)
-		}
-		s.memMu.Lock()
-		s.removed[mi.Device] = true
-		s.memMu.Unlock()
 	}
 	return nil
 }

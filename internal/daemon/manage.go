@@ -46,7 +46,7 @@ func (s *Service) Manage(req Request) (*Response, error) {
 	case OpAction:
 		return nil, s.action(req.Action)
 	case OpReshape:
-		return nil, s.reshape(req.RaidDisks)
+		return nil, s.reshape(req)
 	case OpReadOnly, OpReadWrite:
 		return nil, s.setReadOnly(req.Op == OpReadOnly)
 	case OpGrowBitmap:

@@ -121,6 +121,10 @@ type Service struct {
 	tick     chan struct{}
 
 	bmFlushes, bmBytes uint64 // bitmap counters at the last metrics update
+
+	// takenRaid0: this process took the array over into raid0 (md's
+	// layout is then 0, not the -1 it reads at assembly; grow_level.go).
+	takenRaid0 atomic.Bool
 }
 
 // Start starts the exports and the control socket of an opened array. On
@@ -491,7 +495,7 @@ func (s *Service) Status() (*Status, error) {
 		st.Superblock = raw
 		st.Superblock090 = read090(ref)
 		st.Layout = int(sb.Layout)
-		if sb.Level == 0 && sb.FeatureMap&superblock.FeatureRAID0Layout == 0 {
+		if sb.Level == 0 && sb.FeatureMap&superblock.FeatureRAID0Layout == 0 && !s.takenRaid0.Load() {
 			st.Layout = -1
 		}
 		if l, ok := s.cfg.Array.LiveLayout(); ok {

@@ -17,3 +17,47 @@ logconf() {
 		echo "--- rc=0"
 	} >>"$LOG"
 }
+
+# For the grow-* sequences (mdadm 4.2's restriping --grow forms): the same
+# 1 MiB (seq's output) written to the array before the grows and its md5
+# logged after each, as a step of its own. mdadm reads and writes the md
+# device; mdtool on the host has none (MDTOOL_DEVICE=none) and uses its
+# NBD socket.
+pattern() {
+	seq 1 200000 | head -c 1048576
+}
+nbdsock() {
+	"$BIN" --detail "$1" | sed -n 's/^ *NBD Socket : //p'
+}
+putdata() {
+	case "$BIN" in
+	*mdtool*) pattern >"$targetdir/pattern" && nbdcopy "$targetdir/pattern" "nbd+unix:///?socket=$(nbdsock "$1")" ;;
+	*) pattern | dd of="$1" bs=65536 conv=fsync 2>/dev/null ;;
+	esac
+}
+logdata() {
+	case "$BIN" in
+	*mdtool*)
+		nbdcopy "nbd+unix:///?socket=$(nbdsock "$1")" "$targetdir/read"
+		h=$(head -c 1048576 "$targetdir/read" | md5sum)
+		rm -f "$targetdir/read"
+		;;
+	*) h=$(head -c 1048576 "$1" | md5sum) ;;
+	esac
+	{
+		echo "### data $1"
+		[ "$h" = "$(pattern | md5sum)" ] && echo "as written" || echo "differs: $h"
+		echo "--- stderr"
+		echo "--- rc=0"
+	} >>"$LOG"
+}
+# waitlevel waits (at most 60 s) for $1 to reach level $2: mdadm's forked
+# child (mdtool's daemon) imposes the final level when the reshape ends.
+waitlevel() {
+	end=$(($(date +%s) + 60))
+	while [ "$(date +%s)" -lt $end ]; do
+		"$BIN" --detail "$1" 2>/dev/null | grep -q "Raid Level : $2\$" && return 0
+		sleep 0.2
+	done
+	return 0
+}
