@@ -38,11 +38,15 @@ chooses it:
   --size=max|N (-z)                      use more (or less) of each member
   --array-size=max|N (-Z)                the size the array exports (not stored)
   --raid-devices=N (-n)                  raid1: add or drop mirrors
-  --level=N [--layout=parity-last|preserve] [--add DEV]
-                                         change the level by md's takeover
+  --raid-devices=N (-n)                  raid4/5/6: reshape onto the spares,
+                                         or onto fewer devices after
+                                         --array-size
+  --chunk=N (-c), --layout=L (-p)        raid4/5/6: restripe in place
+                                         (data_offset moves; no backup file)
+  --level=N [--layout=L] [--add DEV]     change the level: by md's takeover
                                          (no data moves; a spare recovers a
-                                         new parity role)
-  --level, --chunk, --layout, -n (raid0/4/5/6/10)   reshape
+                                         new role), or by mdadm 4.2's
+                                         takeover-and-restripe sequence
 
 EXIT STATUS
   0  the change was made (or started)
