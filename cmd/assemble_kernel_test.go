@@ -121,6 +121,7 @@ func parseRes(out string) map[string]kernelResult {
 //     mdtool with the contents the kernel wrote; mdtool writes them, stops,
 //     and the kernel finds the new contents and mismatch_cnt 0.
 func TestKernelInterop(t *testing.T) {
+	mdvm.Parallel(t)
 	mdvm.Require(t)
 	dir := t.TempDir()
 	runDir := filepath.Join(dir, "run")
@@ -237,6 +238,7 @@ type policyStep struct {
 // line mdadm prints (device names mapped, "mdadm:" as "mdtool:"); it may
 // say more (which members it left out and why).
 func TestKernelAssemblePolicy(t *testing.T) {
+	mdvm.Parallel(t)
 	mdvm.Require(t)
 	const size = 32 << 20
 	dir := t.TempDir()

@@ -48,6 +48,7 @@ var updateCases = []updateCase{
 // text and exit status. The same boot checks that the kernel takes
 // create --delay's daemon sleep, and -Q's text for a running array.
 func TestAssembleUpdateKernel(t *testing.T) {
+	mdvm.Parallel(t)
 	mdvm.Require(t)
 	dir := t.TempDir()
 	runDir := filepath.Join(dir, "run")

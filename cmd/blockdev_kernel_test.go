@@ -56,6 +56,7 @@ func wantLines(t *testing.T, out string, lines ...string) {
 // the same files; stop --force stops it while mounted, removes the link
 // and leaves the superblocks clean.
 func TestKernelNBDProvisioning(t *testing.T) {
+	mdvm.Parallel(t)
 	mdvm.Require(t)
 	dir := t.TempDir()
 	var disks []mdvm.Disk
@@ -85,6 +86,7 @@ func TestKernelNBDProvisioning(t *testing.T) {
 // the mount stays, fio's verify passes, e2fsck is clean and the kernel's
 // check finds 0 mismatches.
 func TestKernelNBDFioAndKill(t *testing.T) {
+	mdvm.Parallel(t)
 	mdvm.Require(t)
 	img := sparse(t, t.TempDir(), "l.img", 1<<30)
 	out := kernelNBDRun(t, []mdvm.Disk{{Path: img}}, fioKillScript)

@@ -21,6 +21,7 @@ import (
 // the kernel md driver assembles the disks: same files, check gives
 // mismatch_cnt 0.
 func TestKernelUblk(t *testing.T) {
+	mdvm.Parallel(t)
 	mdvm.RequireKernel(t, "6.12")
 	bin := mdtoolBinary(t)
 	dir := t.TempDir()

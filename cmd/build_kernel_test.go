@@ -44,6 +44,7 @@ func detailHead(s string) string {
 // the kernel built and wrote (raid0 unequal, linear, raid1) read the same
 // in mdtool after `mdtool -B`.
 func TestKernelBuild(t *testing.T) {
+	mdvm.Parallel(t)
 	mdvm.Require(t)
 	dir := t.TempDir()
 	runDir := filepath.Join(dir, "run")

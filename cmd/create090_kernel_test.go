@@ -22,6 +22,7 @@ import (
 //  2. 0.90 arrays mdadm creates and writes in the VM are assembled and
 //     served by mdtool with the contents the kernel wrote.
 func TestKernel090(t *testing.T) {
+	mdvm.Parallel(t)
 	mdvm.Require(t)
 	dir := t.TempDir()
 	runDir := filepath.Join(dir, "run")

@@ -65,6 +65,7 @@ func normOld(s string, names map[string]string) string {
 // and exit status (device names, ctime and the "started."/"created."
 // line normalised).
 func TestKernelCreateOverOldContents(t *testing.T) {
+	mdvm.Parallel(t)
 	mdvm.Require(t)
 	cases := oldContentsCases()
 	var script strings.Builder

@@ -89,6 +89,7 @@ func parseDetail(s string) map[string]string {
 // show the intended level, layout, chunk, size and bitmap, the array must be
 // clean afterwards, and mismatch_cnt must be 0.
 func TestKernelAssemblesCreatedArrays(t *testing.T) {
+	mdvm.Parallel(t)
 	mdvm.Require(t)
 	dir := t.TempDir()
 	cases := createCases()

@@ -54,6 +54,7 @@ var reDmgK = regexp.MustCompile(`(?m)^K (\S+) rc=(\d+) loops=(.*?) in=(.*?)$`)
 // same), except the cases marked kernelTakes, where mdtool is stricter,
 // and mdadm aborts the same sets mdtool aborts.
 func TestDamagedMembersKernel(t *testing.T) {
+	mdvm.Parallel(t)
 	mdvm.Require(t)
 	dir := t.TempDir()
 	pristine := dmgPristine(t, filepath.Join(dir, "pristine"))

@@ -150,6 +150,7 @@ func crashVerify(t *testing.T, d *daemonProc, st *crashload.State, round int) {
 // its bit would show up as a mismatch), reads back what crashload
 // requires, and its check reports mismatch_cnt 0.
 func TestCrashKill9(t *testing.T) {
+	mdvm.Parallel(t)
 	mdvm.Require(t)
 	dir := t.TempDir()
 	runDir := filepath.Join(dir, "run")

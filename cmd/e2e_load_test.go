@@ -53,6 +53,7 @@ func (l *loadRunner) stop(t *testing.T, what string) {
 // afterwards, check finds 0 mismatches, and the kernel's check of the
 // images agrees and reads the same contents.
 func TestRecoveryUnderLoad(t *testing.T) {
+	mdvm.Parallel(t)
 	mdvm.Require(t)
 	dir := t.TempDir()
 	runDir := filepath.Join(dir, "run")

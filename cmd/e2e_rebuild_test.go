@@ -216,6 +216,7 @@ func kernelChecks(t *testing.T, sets []kernelCheck) {
 // written sectors against examine-bitmap's dirty count), and again the
 // kernel agrees.
 func TestRebuildAndReAdd(t *testing.T) {
+	mdvm.Parallel(t)
 	mdvm.Require(t)
 	dir := t.TempDir()
 	runDir := filepath.Join(dir, "run")

@@ -37,6 +37,7 @@ func syncAction(t *testing.T, runDir, md, action string) e2eDetail {
 // it). repair fixes it, a second check finds none, the contents are what
 // the kernel read before the crash, and the kernel's own check agrees.
 func TestResumeKernelCrash(t *testing.T) {
+	mdvm.Parallel(t)
 	mdvm.Require(t)
 	requireHostMdadm(t)
 	dir := t.TempDir()

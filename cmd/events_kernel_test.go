@@ -99,6 +99,7 @@ func eventsOf(examine, bitmap string) string {
 // host leave the same Events (superblock) and Events Cleared (bitmap) on
 // every member at every stop point.
 func TestKernelEventCounts(t *testing.T) {
+	mdvm.Parallel(t)
 	mdvm.Require(t)
 	seqs := eventSeqs()
 	var script strings.Builder

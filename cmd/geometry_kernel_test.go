@@ -70,6 +70,7 @@ func geometryRun(t *testing.T, kernel, door string, modules []string) string {
 // TestKernelGeometryUblk: the geometry through ublk on Linux 6.12, where
 // ublk's power-of-two hints cannot say a 1.5 MiB full stripe.
 func TestKernelGeometryUblk(t *testing.T) {
+	mdvm.Parallel(t)
 	mdvm.RequireKernel(t, "6.12")
 	out := geometryRun(t, "6.12", "ublk", []string{"ublk_drv", "nbd", "ext4", "dm_mod"})
 	wantLines(t, out, "lower=ublkb0\n")
@@ -78,6 +79,7 @@ func TestKernelGeometryUblk(t *testing.T) {
 // TestKernelGeometryNBD: the geometry through the kernel NBD client on
 // Linux 6.1, which carries no I/O hints.
 func TestKernelGeometryNBD(t *testing.T) {
+	mdvm.Parallel(t)
 	mdvm.Require(t)
 	out := geometryRun(t, "", "nbd", []string{"nbd", "ext4", "dm_mod"})
 	wantLines(t, out, "lower=nbd0\n")

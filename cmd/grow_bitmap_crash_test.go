@@ -58,6 +58,7 @@ func examineHasBitmap(t *testing.T, devs []string) bool {
 // assembles them, its check finds 0 mismatches and it reads back every
 // durable write.
 func TestGrowBitmapKill9(t *testing.T) {
+	mdvm.Parallel(t)
 	mdvm.Require(t)
 	dir := t.TempDir()
 	runDir := filepath.Join(dir, "run")

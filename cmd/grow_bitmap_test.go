@@ -170,6 +170,7 @@ type growKernelSet struct {
 // add), its bitmap has the same chunk and sync size, check finds no
 // mismatch and the data is what mdtool served.
 func TestGrowBitmap(t *testing.T) {
+	mdvm.Parallel(t)
 	requireHostMdadm(t)
 	if _, err := exec.LookPath("fio"); err != nil {
 		if os.Getenv("CI") != "" {
@@ -325,6 +326,7 @@ func growKernelCheck(t *testing.T, sets []growKernelSet) {
 // prints, and mdtool serves the data the kernel served (md5) with a
 // check finding 0 mismatches.
 func TestGrowBitmapKernelMade(t *testing.T) {
+	mdvm.Parallel(t)
 	requireHostMdadm(t)
 	mdvm.Require(t)
 	dir := t.TempDir()

@@ -90,6 +90,7 @@ func sameAsHostMdadm(t *testing.T, what string, devs []string) {
 // component sizes. At the end the kernel assembles every grown set, its
 // check finds 0 mismatches and the contents are the same.
 func TestGrowSizeMax(t *testing.T) {
+	mdvm.Parallel(t)
 	requireHostMdadm(t)
 	dir := t.TempDir()
 	runDir := dir + "/run"
@@ -258,6 +259,7 @@ func growArraySizeChecks(t *testing.T, runDir, md, name string, st *daemon.Statu
 // assembles the two-mirror array, check finds 0 mismatches and the same
 // contents.
 func TestGrowRaid1Disks(t *testing.T) {
+	mdvm.Parallel(t)
 	requireHostMdadm(t)
 	dir := t.TempDir()
 	runDir := dir + "/run"
@@ -329,6 +331,7 @@ func TestGrowRaid1Disks(t *testing.T) {
 // go to the kernel, which assembles them, finds 0 mismatches and the
 // same contents.
 func TestGrowSizeKill9(t *testing.T) {
+	mdvm.Parallel(t)
 	requireHostMdadm(t)
 	dir := t.TempDir()
 	runDir := dir + "/run"
@@ -407,6 +410,7 @@ func TestGrowSizeKill9(t *testing.T) {
 // and host mdadm --examine and -X print what mdtool prints, before and
 // after mdtool served the array.
 func TestGrowSizeByKernel(t *testing.T) {
+	mdvm.Parallel(t)
 	requireHostMdadm(t)
 	mdvm.Require(t)
 	dir := t.TempDir()

@@ -323,6 +323,7 @@ func mdadmTestVMScript(tests []mdadmTest) string {
 
 // TestMdadmTestSuite runs the translated tests (see mdadmTests).
 func TestMdadmTestSuite(t *testing.T) {
+	mdvm.Parallel(t)
 	mdvm.Require(t)
 	bin := mdtoolBinary(t)
 	root := t.TempDir()

@@ -101,6 +101,7 @@ func provisioningFileMasks(tests ...string) []mdadmKnownDiff {
 // TestProvisioningSequences runs provisioningTests (PROVISIONING_TESTS
 // limits them, like MDADM_TESTS; MDADM_TESTS_KEEP keeps the share).
 func TestProvisioningSequences(t *testing.T) {
+	mdvm.Parallel(t)
 	mdvm.Require(t)
 	bin := mdtoolBinary(t)
 	root := t.TempDir()

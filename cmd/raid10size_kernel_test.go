@@ -55,6 +55,7 @@ func sizeLines(s string) string {
 // calc_sectors/raid10_size rounding, which it writes back at the first
 // start (mdadm writes the unrounded size).
 func TestKernelRAID10Sizes(t *testing.T) {
+	mdvm.Parallel(t)
 	mdvm.Require(t)
 	cases := raid10SizeCases()
 	var script strings.Builder

@@ -166,6 +166,7 @@ type reshapeFinal struct {
 // Then one VM boot: the kernel assembles both final member sets, its
 // check gives mismatch_cnt 0 and the md5 of its data equals mdtool's.
 func TestReshapeKill9(t *testing.T) {
+	mdvm.Parallel(t)
 	mdvm.Require(t)
 	if _, err := exec.LookPath("fio"); err != nil {
 		if os.Getenv("CI") != "" {

@@ -102,6 +102,7 @@ func spareView(step []string, rc int, out string, names map[string]string) strin
 // host give the same --detail device table and the same Device Role and
 // Array State in every member's superblock.
 func TestKernelSpareOrder(t *testing.T) {
+	mdvm.Parallel(t)
 	mdvm.Require(t)
 	seqs := spareSeqs()
 	var script strings.Builder

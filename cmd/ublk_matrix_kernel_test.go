@@ -26,6 +26,7 @@ import (
 //     members: the array's md5 equals the one read through ublk, and check
 //     gives mismatch_cnt 0.
 func TestKernelUblkScriptAndFio(t *testing.T) {
+	mdvm.Parallel(t)
 	mdvm.RequireKernel(t, "6.12")
 	bin := mdtoolBinary(t)
 	dir := t.TempDir()

@@ -198,9 +198,12 @@ echo NOT REACHED`,
 		Progress:     &progress,
 		bootTimeouts: []time.Duration{time.Millisecond},
 	}
-	vmLock.Lock()
+	release, err := acquireSlot(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
 	res, err := r.execBuiltin(context.Background())
-	vmLock.Unlock()
+	release()
 	if err != nil {
 		t.Fatalf("%v\noutput:\n%s\nprogress:\n%s", err, res.Output, progress.String())
 	}
@@ -219,9 +222,9 @@ echo NOT REACHED`,
 
 	// every boot times out: an error (no guest status), never a code
 	r = Run{Script: "true", Timeout: 60 * time.Second, BootTries: 2, bootTimeouts: []time.Duration{time.Millisecond, time.Millisecond}}
-	vmLock.Lock()
+	release, _ = acquireSlot(context.Background())
 	res, err = r.execBuiltin(context.Background())
-	vmLock.Unlock()
+	release()
 	if !errors.Is(err, ErrNoStatus) || !strings.Contains(err.Error(), "did not boot in 2 tries") {
 		t.Errorf("a guest that never boots: %v (code %d)", err, res.Code)
 	}

@@ -122,10 +122,6 @@ func Require(t testing.TB) {
 	t.Skipf("kernel VM oracle unavailable: %v", err)
 }
 
-// vmLock serialises VM runs inside one test binary: the machines have two
-// cores and each VM wants both.
-var vmLock sync.Mutex
-
 // Exec runs the VM, with the in-repo driver unless $MDTOOL_MDVM names an
 // external tool. A non-zero guest exit status is not an error; a VM that
 // fails to report one (timeout, panic) is.
@@ -135,8 +131,11 @@ func (r Run) Exec(ctx context.Context) (Result, error) {
 		return Result{}, err
 	}
 	if tool == "" {
-		vmLock.Lock()
-		defer vmLock.Unlock()
+		release, err := acquireSlot(ctx)
+		if err != nil {
+			return Result{}, err
+		}
+		defer release()
 		return r.execBuiltin(ctx)
 	}
 	timeout := r.Timeout
@@ -168,8 +167,11 @@ func (r Run) Exec(ctx context.Context) (Result, error) {
 		args = append(args, "--bin", b)
 	}
 	args = append(args, "--", r.Script)
-	vmLock.Lock()
-	defer vmLock.Unlock()
+	release, err := acquireSlot(ctx)
+	if err != nil {
+		return Result{}, err
+	}
+	defer release()
 	// Through bash: the shared tools copy may lack execute bits.
 	cmd := exec.CommandContext(ctx, "bash", append([]string{tool}, args...)...)
 	cmd.Env = append(os.Environ(), accelEnv()...)
