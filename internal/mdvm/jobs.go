@@ -16,15 +16,13 @@ import (
 // runs at once.
 const JobsEnv = "MDTOOL_VM_JOBS"
 
-// Jobs is $MDTOOL_VM_JOBS when it is a positive number, else 2 under CI
-// (CI=true: a machine of its own), else 1 (a shared developer machine:
-// VM runs stay one after another, as before).
+// Jobs is $MDTOOL_VM_JOBS when it is a positive number, else 1: VM runs
+// one after another. Two at once cut CI's wall time (2036 s against 2391 s
+// serially) but a second fresh-clone run met two "busy" failures under the
+// heavier load, so overlap is opt-in until those are understood.
 func Jobs() int {
 	if n, err := strconv.Atoi(os.Getenv(JobsEnv)); err == nil && n > 0 {
 		return n
-	}
-	if os.Getenv("CI") != "" {
-		return 2
 	}
 	return 1
 }
@@ -64,6 +62,9 @@ func acquireSlot(ctx context.Context) (release func(), err error) {
 // other tests: no fixed paths, device names, loop devices, mount points,
 // ports, run dirs or package variables it writes, no os.Setenv, t.Setenv
 // or os.Chdir (DEVELOPERS.md, "The kernel oracle").
+// With Jobs() == 1 the test stays serial.
 func Parallel(t interface{ Parallel() }) {
-	t.Parallel()
+	if Jobs() > 1 {
+		t.Parallel()
+	}
 }
