@@ -361,15 +361,8 @@ func growLevel(env *Env, o *growOptions, md string) error {
 	if o.verbose >= 0 {
 		fmt.Fprintf(env.Stderr, "mdtool: level of %s changed to %s\n", md, name)
 	}
-	if len(o.add) > 0 {
-		args := []string{"manage", "--run-dir", o.runDir}
-		if o.verbose < 0 {
-			args = append(args, "--quiet")
-		}
-		args = append(append(args, md, "--add"), o.add...)
-		if rc := Main(args, env); rc != 0 {
-			return exitStatus(ExitFailure)
-		}
+	if err := growAddDevices(env, o, md); err != nil {
+		return err
 	}
 	return nil
 }
@@ -406,4 +399,21 @@ func levelUnsupported(st *daemon.Status, newLevel int) string {
 	from, _ := plan.LevelName(st.Level)
 	to, _ := plan.LevelName(newLevel)
 	return fmt.Sprintf("changing the level from %s to %s is not supported yet", from, to)
+}
+
+// growAddDevices adds the devices given with --add as "mdtool manage MD
+// --add" does (mdadm's Grow_reshape adds them after the level change).
+func growAddDevices(env *Env, o *growOptions, md string) error {
+	if len(o.add) == 0 {
+		return nil
+	}
+	args := []string{"manage", "--run-dir", o.runDir}
+	if o.verbose < 0 {
+		args = append(args, "--quiet")
+	}
+	args = append(append(args, md, "--add"), o.add...)
+	if rc := Main(args, env); rc != 0 {
+		return exitStatus(ExitFailure)
+	}
+	return nil
 }

@@ -261,15 +261,8 @@ func runRestripe(env *Env, o *growOptions, cl *daemon.Client, st *daemon.Status,
 			fmt.Fprintf(env.Stderr, "mdtool: level of %s changed to %s\n", md, name)
 		}
 	}
-	if len(o.add) > 0 {
-		args := []string{"manage", "--run-dir", o.runDir}
-		if o.verbose < 0 {
-			args = append(args, "--quiet")
-		}
-		args = append(append(args, md, "--add"), o.add...)
-		if rc := Main(args, env); rc != 0 {
-			return exitStatus(ExitFailure)
-		}
+	if err := growAddDevices(env, o, md); err != nil {
+		return err
 	}
 	if _, err := cl.Call(ctx, restripeRequest(r)); err != nil {
 		if r.re.level != st.Level {
