@@ -132,6 +132,8 @@ type reshapeFinal struct {
 	imgs  []string
 	md5   string
 	bytes int64
+	disks int  // raid_disks (imgs: the members, spares after them)
+	raid0 bool // no check (raid0 has no mismatch_cnt)
 }
 
 // TestReshapeKill9 is issue #14's first acceptance item: grow a raid5
@@ -293,38 +295,41 @@ func TestReshapeKill9(t *testing.T) {
 					t.Errorf("%s after the reshape: reshape active %v, raid_disks %d", p, active, disks)
 				}
 			}
-			finals = append(finals, reshapeFinal{lv.name, append(slices.Clone(devs), spare), md5hex(data), size})
+			finals = append(finals, reshapeFinal{name: lv.name, imgs: append(slices.Clone(devs), spare), md5: md5hex(data), bytes: size, disks: lv.n + 1})
 			t.Logf("%d kills in %v", len(points), time.Since(start).Round(time.Millisecond))
 		})
 		if !ok {
 			return
 		}
 	}
+	finals = append(finals, reshapeKillLevels(t, dir, runDir, rng)...)
 	reshapeKernelFinal(t, finals)
 }
 
 // reshapeKernelFinal has the kernel assemble each finished member set in
-// one VM boot: size, check and md5 as mdtool served them.
+// one VM boot: size, check and md5 as mdtool served them. The members are
+// packed into one image (reshapeKernelPack), one loop device each.
 func reshapeKernelFinal(t *testing.T, finals []reshapeFinal) {
 	t.Helper()
-	var disks []mdvm.Disk
+	disk, loops := reshapeKernelPack(t, finals)
 	var script strings.Builder
+	script.WriteString("LO=/usr/bin/losetup\n") // mdvm copies Bins to /usr/bin
 	for i, k := range finals {
 		var guest []string
-		for _, p := range k.imgs {
-			guest = append(guest, "/dev/vd"+string(rune('a'+len(disks))))
-			disks = append(disks, mdvm.Disk{Path: p, Mode: mdvm.COW})
+		for j := range k.imgs {
+			guest = append(guest, "$L"+strconv.Itoa(j))
+			fmt.Fprintf(&script, "L%d=$($LO --offset %d --sizelimit %d --show -f /dev/vda)\n", j, loops[i][j][0], loops[i][j][1])
 		}
 		md := fmt.Sprintf("/dev/md%d", i)
 		sys := fmt.Sprintf("/sys/block/md%d/md", i)
 		fmt.Fprintf(&script, "mdadm --assemble %s %s || echo \"ASSEMBLY FAILED %s\"\n", md, strings.Join(guest, " "), k.name)
-		fmt.Fprintf(&script, "echo \"SIZE %s $(cat /sys/block/md%d/size) $(cat %s/raid_disks) $(cat %s/reshape_position)\"\n", k.name, i, sys, sys)
-		fmt.Fprintf(&script, "echo check > %s/sync_action; sleep 0.2; mdadm --wait %s\n", sys, md)
-		fmt.Fprintf(&script, "echo \"MISMATCH %s $(cat %s/mismatch_cnt) $(cat %s/last_sync_action)\"\n", k.name, sys, sys)
+		fmt.Fprintf(&script, "echo \"SIZE %s $(cat /sys/block/md%d/size) $(cat %s/raid_disks) $(cat %s/reshape_position 2>/dev/null || echo none)\"\n", k.name, i, sys, sys)
+		fmt.Fprintf(&script, "if [ -e %[1]s/mismatch_cnt ]; then echo check > %[1]s/sync_action; sleep 0.2; mdadm --wait %[2]s; echo \"MISMATCH %[3]s $(cat %[1]s/mismatch_cnt) $(cat %[1]s/last_sync_action)\"; else echo \"MISMATCH %[3]s none\"; fi\n", sys, md, k.name)
 		fmt.Fprintf(&script, "echo \"MD5 %s $(md5sum < %s | cut -d' ' -f1)\"\n", k.name, md)
 		fmt.Fprintf(&script, "mdadm --stop %s\n", md)
 	}
-	out := string(mdvm.MustExec(t, mdvm.Run{Disks: disks, Script: script.String(), Timeout: 900 * time.Second}))
+	disks := []mdvm.Disk{{Path: disk, Mode: mdvm.COW}}
+	out := string(mdvm.MustExec(t, mdvm.Run{Disks: disks, Bins: []string{"/usr/sbin/losetup"}, Script: script.String(), Timeout: 900 * time.Second}))
 	field := func(tag, name string) string {
 		m := regexp.MustCompile(`(?m)^` + tag + ` ` + regexp.QuoteMeta(name) + ` (.*)$`).FindStringSubmatch(out)
 		if m == nil {
@@ -337,11 +342,11 @@ func reshapeKernelFinal(t *testing.T, finals []reshapeFinal) {
 			t.Errorf("%s: the kernel does not assemble the finished members", k.name)
 			continue
 		}
-		if got, want := field("SIZE", k.name), fmt.Sprintf("%d %d none", k.bytes>>9, len(k.imgs)); got != want {
+		if got, want := field("SIZE", k.name), fmt.Sprintf("%d %d none", k.bytes>>9, k.disks); got != want {
 			t.Errorf("%s: kernel size, raid_disks, reshape_position %q, want %q", k.name, got, want)
 		}
-		if got := field("MISMATCH", k.name); got != "0 check" {
-			t.Errorf("%s: kernel check: %q, want \"0 check\"", k.name, got)
+		if want := map[bool]string{false: "0 check", true: "none"}[k.raid0]; field("MISMATCH", k.name) != want {
+			t.Errorf("%s: kernel check: %q, want %q", k.name, field("MISMATCH", k.name), want)
 		}
 		if got := field("MD5", k.name); got != k.md5 {
 			t.Errorf("%s: the kernel reads md5 %s, mdtool served %s", k.name, got, k.md5)

@@ -14,9 +14,11 @@ import (
 
 // The test build stops a reshape at a point for the kill -9 tests
 // (engine.ReshapeHook): MDTOOL_TEST_RESHAPE_PAUSE is "move:F" (before the
-// first window at or beyond the fraction F of the new array), "checkpoint"
+// first window at or beyond the fraction F of the new array, counted from
+// the end when the reshape runs backwards), "checkpoint"
 // (before the superblocks record the reshape's first position, i.e. while
-// they still hold 0) or "finish" (before the superblocks of the finished
+// they still hold its start: 0, or the end for a reshape that runs
+// backwards) or "finish" (before the superblocks of the finished
 // reshape are written). There the daemon says "RESHAPE-PAUSE POINT POS
 // RECORDED" on stderr and waits for good. MDTOOL_TEST_RESHAPE_GATE=FILE
 // holds the reshape before its first window until FILE exists. Before its
@@ -30,11 +32,32 @@ func init() {
 	}
 	point, arg, _ := strings.Cut(spec, ":")
 	frac, _ := strconv.ParseFloat(arg, 64)
-	first := true
+	first, seen := true, false
+	// start: the position the superblocks held at the first call; dir:
+	// 1 forwards, -1 backwards, 0 not known yet (a resumed reshape: known
+	// from its second window on); last: the last window's position.
+	var start, last uint64
+	dir := 0
 	engine.ReshapeHook = func(p string, pos, recorded, total uint64) {
+		if !seen {
+			seen = true
+			start = recorded
+			switch start {
+			case 0: // a fresh forwards reshape
+				dir = 1
+			case total: // a fresh backwards one (md starts at the end)
+				dir = -1
+			}
+		}
 		if first && p == "move" {
 			first = false
+			last = pos
 			fmt.Fprintf(os.Stderr, "RESHAPE-RESUME %d %d\n", pos, recorded)
+		} else if p == "move" && dir == 0 && pos != last {
+			dir = 1
+			if pos < last {
+				dir = -1
+			}
 		}
 		if gate != "" && p == "move" {
 			for {
@@ -48,10 +71,15 @@ func init() {
 		if p != point {
 			return
 		}
+		done := pos
+		if dir < 0 {
+			done = total - pos
+		}
 		switch {
-		case p == "move" && float64(pos) < frac*float64(total):
+		case p == "move" && (dir == 0 || float64(done) < frac*float64(total)):
 			return
-		case p == "checkpoint" && recorded != 0:
+		case p == "checkpoint" && (recorded != start || start != 0 && start != total):
+			// only the first checkpoint of a fresh reshape
 			return
 		}
 		fmt.Fprintf(os.Stderr, "RESHAPE-PAUSE %s %d %d\n", p, pos, recorded)
