@@ -35,6 +35,10 @@ type mdadmTest struct {
 	// inVM runs mdtool's side in the VM too, on loop devices (tests that
 	// scan block devices: image files on the host are none).
 	inVM bool
+	// md5: the script leaves the md5 of the whole array mdtool served in
+	// $targetdir/served.md5 (servedmd5); the kernel's md5 of the final
+	// array must equal it (checkServedMD5).
+	md5 bool
 }
 
 var mdadmTests = []mdadmTest{
@@ -314,6 +318,9 @@ func mdadmTestVMScript(tests []mdadmTest) string {
 		s.WriteString("if echo check > /sys/block/md9/md/sync_action 2>/dev/null; then sleep 0.1; mdadm --wait /dev/md9 >/dev/null 2>&1; fi\n")
 		s.WriteString("echo mismatch_cnt=$(cat /sys/block/md9/md/mismatch_cnt 2>/dev/null)\n")
 		s.WriteString("echo array_state=$(cat /sys/block/md9/md/array_state)\n")
+		if c.md5 {
+			s.WriteString("echo md5=$(md5sum < /dev/md9 | cut -d' ' -f1)\n")
+		}
 		fmt.Fprintf(&s, "mdadm -S /dev/md9 2>&1; } > %s/kcheck\n", dir)
 		detach(len(c.final))
 		s.WriteString("rm -f /tmp/img/k*\n")

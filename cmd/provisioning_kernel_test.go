@@ -33,9 +33,9 @@ var provisioningTests = []mdadmTest{
 	// 14), the data written before compared after each change. grow-r0add
 	// gets final: 0-3 (the kernel's check) once the engine restripes: a
 	// refused growth leaves a raid0 of 0-2.
-	{name: "grow-r5", devs: 4, final: []int{0, 1, 2}},
+	{name: "grow-r5", devs: 4, final: []int{0, 1, 2}, md5: true},
 	{name: "grow-r0add", devs: 4},
-	{name: "grow-levels", devs: 5, final: []int{0, 1, 2}},
+	{name: "grow-levels", devs: 5, final: []int{0, 1, 2}, md5: true},
 }
 
 // provisioningKnown: the differences left, each with its cause (same
@@ -197,6 +197,7 @@ func TestProvisioningSequences(t *testing.T) {
 					!regexp.MustCompile(`(?m)^array_state=(clean|active)$`).Match(k) {
 					t.Errorf("the kernel's check of mdtool's images:\n%s", k)
 				}
+				checkServedMD5(t, share, c, string(k))
 			}
 		})
 	}

@@ -23,3 +23,4 @@ settle $md0
 waitlevel $md0 raid0
 mdadm --detail $md0
 logdata $md0
+servedmd5 $md0

@@ -22,3 +22,4 @@ mdadm --grow $md0 --layout=right-asymmetric
 settle $md0
 mdadm --detail $md0
 logdata $md0
+servedmd5 $md0

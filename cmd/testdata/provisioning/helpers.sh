@@ -61,3 +61,12 @@ waitlevel() {
 	done
 	return 0
 }
+# servedmd5 leaves the md5 of the whole array $1 in $targetdir/served.md5
+# (not a step of the log): the test compares mdtool's with the md5 the
+# kernel reads from mdtool's final images.
+servedmd5() {
+	case "$BIN" in
+	*mdtool*) nbdcopy "nbd+unix:///?socket=$(nbdsock "$1")" - | md5sum | cut -d' ' -f1 >"$targetdir/served.md5" ;;
+	*) md5sum <"$1" | cut -d' ' -f1 >"$targetdir/served.md5" ;;
+	esac
+}
