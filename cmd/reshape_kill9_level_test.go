@@ -36,12 +36,15 @@ type levelKillStep struct {
 	// writes finds the array dirty and degraded, which mdadm 4.2 (and
 	// md) start only with --force ("consider --force").
 	force bool
+	// takeover: no data moves (md's takeover), so no kill points: fio
+	// writes before the change and verifies after it.
+	takeover bool
 }
 
 // levelKillChains: raid0 -> raid5 -> raid6 -> raid5 -> raid0 on one
-// array, and raid1 -> raid5 (2 devices, the takeover) grown to 3 devices
-// in the same command (mdadm's --level=5 --raid-devices=3: the takeover,
-// then a reshape).
+// array; raid1 -> raid5 (2 devices: md's takeover, nothing moves, no kill
+// point); and raid1 -> raid5 grown to 3 devices in the same command
+// (mdadm's --level=5 --raid-devices=3: the takeover, then a reshape).
 var levelKillChains = []struct {
 	name   string
 	create []string
@@ -53,6 +56,9 @@ var levelKillChains = []struct {
 		{name: "raid5-raid6", grow: []string{"--level=6", "--raid-devices=5"}, spares: 1, runAt: 5, level: 6, disks: 5, force: true},
 		{name: "raid6-raid5", grow: []string{"--level=5"}, runAt: 5, after: []string{"--level=5"}, level: 5, disks: 4},
 		{name: "raid5-raid0", grow: []string{"--level=0"}, runAt: 4, after: []string{"--level=0"}, level: 0, disks: 3},
+	}},
+	{"r1t", []string{"-l1", "-n2", "--assume-clean"}, 2, []levelKillStep{
+		{name: "raid1-raid5-takeover", grow: []string{"--level=5"}, level: 5, disks: 2, takeover: true},
 	}},
 	{"r1", []string{"-l1", "-n2", "--assume-clean"}, 2, []levelKillStep{
 		{name: "raid1-raid5", grow: []string{"--level=5", "--raid-devices=3"}, spares: 1, runAt: 3, level: 5, disks: 3},
@@ -91,7 +97,10 @@ func reshapeKillLevels(t *testing.T, dir, runDir string, rng *rand.Rand) []resha
 				for i := 0; i < st.spares; i++ {
 					spares = append(spares, sparse(t, dir, fmt.Sprintf("lk%s-s%d-%d.img", ch.name, si, i), 12<<20))
 				}
-				points := levelKillPoints(rng)
+				var points []string
+				if !st.takeover {
+					points = levelKillPoints(rng)
+				}
 				t.Logf("kill points: %v", points)
 				var oldSize int64
 				var recorded uint64
@@ -129,9 +138,7 @@ func reshapeKillLevels(t *testing.T, dir, runDir string, rng *rand.Rand) []resha
 					if prev != nil {
 						fioRound(t, uri, *prev, true)
 					}
-					j := fiobench.Job{Name: fmt.Sprintf("%s-r%d", st.name, round), RW: "randwrite", BS: "4k", IODepth: 16,
-						Size: oldSize, Extra: []string{"--io_size=2m", fmt.Sprintf("--randseed=%d", rng.Uint32()),
-							"--verify=crc32c", "--do_verify=1", "--verify_fatal=1", "--verify_state_save=0"}}
+					j := levelFioJob(fmt.Sprintf("%s-r%d", st.name, round), oldSize, rng)
 					fioRound(t, uri, j, false)
 					prev = &j
 					sum = md5hex(readArray(t, d.socket(), oldSize))
@@ -177,6 +184,20 @@ func reshapeKillLevels(t *testing.T, dir, runDir string, rng *rand.Rand) []resha
 				}
 				d := startDaemon(t, runDir, md, args)
 				uri := "nbd+unix:///?socket=" + d.socket()
+				if st.takeover {
+					oldSize = arraySize(t, runDir, d.name)
+					if si == 0 {
+						sum = md5hex(fillRandom(t, d.socket(), 0, oldSize, rng.Uint64()))
+					}
+					j := levelFioJob(st.name, oldSize, rng)
+					fioRound(t, uri, j, false)
+					prev = &j
+					sum = md5hex(readArray(t, d.socket(), oldSize))
+					args := append(append([]string{"--grow", md}, st.grow...), "--run-dir", runDir)
+					if code, _, errs := mdtool(t, args...); code != 0 {
+						t.Fatalf("%v: exit %d %s", args, code, errs)
+					}
+				}
 				if got := md5hex(readArray(t, d.socket(), oldSize)); got != sum {
 					t.Fatalf("after the last restart the array reads md5 %s, before the kill %s", got, sum)
 				}
@@ -229,6 +250,14 @@ func reshapeKillLevels(t *testing.T, dir, runDir string, rng *rand.Rand) []resha
 		}
 	}
 	return finals
+}
+
+// levelFioJob is a write+verify round of fio (TestReshapeKill9's job): 2
+// MiB of random 4 KiB blocks over the array, crc32c, its own seed.
+func levelFioJob(name string, size int64, rng *rand.Rand) fiobench.Job {
+	return fiobench.Job{Name: name, RW: "randwrite", BS: "4k", IODepth: 16,
+		Size: size, Extra: []string{"--io_size=2m", fmt.Sprintf("--randseed=%d", rng.Uint32()),
+			"--verify=crc32c", "--do_verify=1", "--verify_fatal=1", "--verify_state_save=0"}}
 }
 
 // reshapeBackwards reads the reshape-backwards bit of a member's superblock.
