@@ -1192,7 +1192,7 @@ func (as *assembler) countFresh(st *asmArray) {
 				continue
 			}
 			switch {
-			case d.recovery != superblock.MaxSector:
+			case d.recovery != superblock.MaxSector && !reshapeRecovered(mr.sb, i):
 				st.rebuilding++
 			case !st.avail[i/2]:
 				st.okcnt++

@@ -30,11 +30,9 @@ var provisioningTests = []mdadmTest{
 	{name: "eks", devs: 2, final: []int{0, 1}},
 	{name: "debian", devs: 5, final: []int{2, 3, 4}, inVM: true},
 	// Not public scripts: mdadm 4.2's --grow forms that restripe (issue
-	// 14), the data written before compared after each change. grow-r0add
-	// gets final: 0-3 (the kernel's check) once the engine restripes: a
-	// refused growth leaves a raid0 of 0-2.
+	// 14), the data written before compared after each change.
 	{name: "grow-r5", devs: 4, final: []int{0, 1, 2}, md5: true},
-	{name: "grow-r0add", devs: 4},
+	{name: "grow-r0add", devs: 4, final: []int{0, 1, 2, 3}},
 	{name: "grow-levels", devs: 5, final: []int{0, 1, 2}, md5: true},
 }
 
@@ -54,14 +52,16 @@ var growRestripeKnown = []mdadmKnownDiff{
 	// shrinks (the engine moves data_offset up, backwards, as md does
 	// once the direction is known).
 	{test: "grow-r5", from: "--raid-devices=3", item: "mdadm 4.2 on 6.1 cannot shrink without a backup file"},
-	// Issue 14, engine side: md fills the missing parity role of the
-	// raid4 from the spare during the reshape (raid5_start_reshape); the
-	// engine refuses to add devices to a degraded array, so mdtool takes
-	// the raid4 back to raid0 and changes nothing.
-	{test: "grow-r0add", from: "-n4 --add", item: "issue 14: the engine cannot grow a degraded raid4 yet"},
 	// Issue 16, engine side: md counts a few events through a restripe
 	// (5 after raid0 -> raid5, 20 at the end), the engine many (68, 238).
 	{test: "grow-levels", mask: regexp.MustCompile(`(Events : )\d+`), repl: "${1}N", item: "issue 16: events through a restripe"},
+	// The same two in the raid0 growth (raid4 of 4 -> 5, back to raid0):
+	// md's events at the end 26, the engine's 24; md's raid0 data_size
+	// the component size (37888, 576 sectors unused after), the engine's
+	// the whole device (38464); the added device's bad-block log at
+	// offset 16 in md's superblock, 8 in the engine's.
+	{test: "grow-r0add", mask: regexp.MustCompile(`(Events : )\d+`), repl: "${1}N", item: "issue 16: events through a restripe"},
+	{test: "grow-r0add", from: "-E DEV0", item: "raid0's data_size and the added spare's bad-block log offset after restripes"},
 	// Engine side, after the restripes: md leaves raid0's data_size at the
 	// component size (Avail Dev Size 37888, 64 sectors unused after) where
 	// the engine keeps the whole device (37952); the spares added during

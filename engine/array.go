@@ -507,6 +507,9 @@ func (a *Array) redundant() bool {
 
 // degraded counts roles without an in-sync member (md's mddev->degraded).
 func (a *Array) degraded() int {
+	if a.reshaping() {
+		return a.reshapeDegraded()
+	}
 	d := 0
 	for _, m := range a.roles {
 		if m == nil || m.State() != InSync {
@@ -571,6 +574,9 @@ func (a *Array) checkRedundancy() error {
 		if !working(r) {
 			bad++
 		}
+	}
+	if a.reshaping() {
+		bad = a.reshapeDegraded() // each geometry on its own
 	}
 	if bad > a.maxDegraded() || bad == a.n {
 		return fmt.Errorf("%w: %d of %d members missing or faulty", ErrFailed, bad, a.n)

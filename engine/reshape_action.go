@@ -175,6 +175,7 @@ func (ra *reshapeAction) unit(_, max uint64) (uint64, error) {
 		a.rs.progress.Store(lo)
 	} else {
 		a.rs.progress.Store(hi)
+		a.reshapeRecovered()
 	}
 	return hi - lo, nil
 }
@@ -226,6 +227,7 @@ func (a *Array) recordReshape() error {
 	}
 	reshapeStep("checkpoint", a.rs.progress.Load(), a.rs.safe.Load(), a.rs.geo.New.ArraySectors())
 	a.rs.safe.Store(a.rs.progress.Load())
+	a.reshapeRecordRecovery()
 	return a.updateSuperLocked(true)
 }
 
@@ -246,6 +248,7 @@ func (a *Array) finishReshape() error {
 	}
 	a.cfgMu.Unlock()
 	a.dropRemovedRoles(g.RaidDisks())
+	a.reshapeRecoveredAll()
 	a.geo, a.striped = g, g
 	a.pers = &stripedPers{a: a, g: g, r6: a.level == layout.RAID6}
 	if !a.grow.external || a.size>>9 > int64(g.ArraySectors()) {

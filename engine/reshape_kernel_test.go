@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"mdtool/engine/layout"
 	"mdtool/internal/mdvm"
 	"mdtool/superblock"
 )
@@ -272,30 +273,49 @@ mdadm --stop /dev/md%[1]d >/dev/null 2>&1 || echo ERR stop%[1]d
 }
 
 // TestKernelReshapeFromEngine: the engine starts growing raid5 4->5 and
-// raid6 5->6 onto a spare and is cut off at about 40% (the member images
+// raid6 5->6 onto a spare, and a raid0 of 3 as mdadm 4.2 grows it (taken
+// over to a raid4 of 4 roles, parity missing, grown to 5 roles: the spare
+// fills the old parity role as the reshape passes,
+// reshape_spares.go), and is cut off at about 40% (the member images
 // as they are then, without a clean stop: a power cut); the kernel
 // (Linux 6.1, mdadm 4.2) assembles them, finishes the reshape from the
-// recorded reshape_position and has the same data, check 0. One VM run.
+// recorded reshape_position and has the same data, check 0; the grown
+// raid4 is degraded by its parity role alone, and mdadm takes it to
+// raid0 with the same data. One VM run.
 func TestKernelReshapeFromEngine(t *testing.T) {
 	mdvm.Require(t)
 	dir := t.TempDir()
 	var disks []mdvm.Disk
 	var script bytes.Buffer
 	script.WriteString("echo 500000 > /proc/sys/dev/raid/speed_limit_max\n")
-	want := make([]string, len(reshapeKernelCases))
-	sizes := make([]int64, len(reshapeKernelCases))
+	cases := append(reshapeKernelCases[:len(reshapeKernelCases):len(reshapeKernelCases)], struct {
+		level string
+		n     int
+	}{"raid0", 3})
+	want := make([]string, len(cases))
+	sizes := make([]int64, len(cases))
 	vd := 0
-	for k, c := range reshapeKernelCases {
+	for k, c := range cases {
 		mems := create(t, spec{level: c.level, n: c.n, chunkKiB: 64, devMiB: []int{16}})
 		a := open(t, mems, recoverOptions())
 		data := make([]byte, a.Size())
 		fillPattern(newRand(uint64(70+k)), data)
 		mustWrite(t, a, nil, data, 0)
+		newN := c.n + 1
+		if c.level == "raid0" {
+			if err := a.ChangeLevel(layout.RAID4); err != nil {
+				t.Fatal(err)
+			}
+			if err := a.StartAction(ActionFrozen); err != nil {
+				t.Fatal(err)
+			}
+			newN = c.n + 2
+		}
 		spare := NewMemDevice(16 << 20)
 		if _, err := a.AddDevice(spare, AddOptions{Replacement: -1}); err != nil {
 			t.Fatal(err)
 		}
-		if err := a.StartReshape(ReshapeStart{RaidDisks: c.n + 1}); err != nil {
+		if err := a.StartReshape(ReshapeStart{RaidDisks: newN}); err != nil {
 			t.Fatal(err)
 		}
 		ra := &reshapeAction{a: a}
@@ -331,13 +351,20 @@ func TestKernelReshapeFromEngine(t *testing.T) {
 		fmt.Fprintf(&script, `mdadm --assemble /dev/md%[1]d%[2]s >/tmp/a 2>&1 || { echo ERR assemble%[1]d; cat /tmp/a; }
 for i in $(seq 1 600); do [ "$(cat /sys/block/md%[1]d/md/reshape_position)" = none ] && [ "$(cat /sys/block/md%[1]d/md/sync_action)" = idle ] && break; sleep 1; done
 echo "DISKS %[1]d $(cat /sys/block/md%[1]d/md/raid_disks) $(cat /sys/block/md%[1]d/md/reshape_position) $(cat /sys/block/md%[1]d/md/sync_action)"
+echo "DEGRADED %[1]d $(cat /sys/block/md%[1]d/md/degraded)"
 echo "MD5 %[1]d $(dd if=/dev/md%[1]d bs=512 count=%[3]d 2>/dev/null | md5sum | cut -d' ' -f1)"
 echo check > /sys/block/md%[1]d/md/sync_action
 sleep 1
 for i in $(seq 1 600); do [ "$(cat /sys/block/md%[1]d/md/sync_action)" = idle ] && break; sleep 1; done
 echo "MISMATCH %[1]d $(cat /sys/block/md%[1]d/md/mismatch_cnt)"
-mdadm --stop /dev/md%[1]d >/dev/null 2>&1 || echo ERR stop%[1]d
 `, k, members, sizes[k]>>9)
+		if c.level == "raid0" {
+			fmt.Fprintf(&script, `mdadm --grow /dev/md%[1]d --level=0 >/tmp/a 2>&1 || { echo ERR level%[1]d; cat /tmp/a; }
+echo "LEVEL %[1]d $(cat /sys/block/md%[1]d/md/level)"
+echo "MD5L0 %[1]d $(dd if=/dev/md%[1]d bs=512 count=%[2]d 2>/dev/null | md5sum | cut -d' ' -f1)"
+`, k, sizes[k]>>9)
+		}
+		fmt.Fprintf(&script, "mdadm --stop /dev/md%[1]d >/dev/null 2>&1 || echo ERR stop%[1]d\n", k)
 	}
 	start := time.Now()
 	out := execRetry(t, mdvm.Run{Disks: disks, Script: script.String(), Timeout: 1200 * time.Second}, nil)
@@ -346,9 +373,22 @@ mdadm --stop /dev/md%[1]d >/dev/null 2>&1 || echo ERR stop%[1]d
 		t.Fatalf("kernel run failed:\n%s", out)
 	}
 	kv := vmLines(out)
-	for k, c := range reshapeKernelCases {
-		if got := kv[fmt.Sprintf("DISKS %d", k)]; got != strconv.Itoa(c.n+1) {
+	for k, c := range cases {
+		newN, deg := c.n+1, "0"
+		if c.level == "raid0" {
+			newN, deg = c.n+2, "1" // the new parity role stays missing
+			if got := kv[fmt.Sprintf("LEVEL %d", k)]; got != "raid0" {
+				t.Errorf("raid0 growth: mdadm -G -l0 of the grown raid4 left level %q", got)
+			}
+			if got := kv[fmt.Sprintf("MD5L0 %d", k)]; got != want[k] {
+				t.Errorf("raid0 growth: back at raid0 md5 %s, want %s", got, want[k])
+			}
+		}
+		if got := kv[fmt.Sprintf("DISKS %d", k)]; got != strconv.Itoa(newN) {
 			t.Errorf("%s: the kernel did not finish the engine's reshape: raid_disks %s", c.level, got)
+		}
+		if got := kv[fmt.Sprintf("DEGRADED %d", k)]; got != deg {
+			t.Errorf("%s: degraded %s after the kernel finished the engine's reshape, want %s", c.level, got, deg)
 		}
 		if got := kv[fmt.Sprintf("MD5 %d", k)]; got != want[k] {
 			t.Errorf("%s: after the kernel finished the engine's reshape md5 %s, want %s", c.level, got, want[k])

@@ -299,7 +299,7 @@ func TestReshapeRecordRule(t *testing.T) {
 // TestReshapeRestripeDegraded: md 6.1 restripes and shrinks a degraded
 // array (not failed: raid5_start_reshape's has_failed); the engine does
 // too, reading the missing member's data through parity, and refuses to
-// add devices to it. The data survives the reshape and a reopen (still
+// add devices to it without a spare. The data survives the reshape and a reopen (still
 // degraded by the one missing role).
 func TestReshapeRestripeDegraded(t *testing.T) {
 	for _, c := range []restripe{restripeCases()[1], restripeCases()[5]} {

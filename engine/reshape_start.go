@@ -122,13 +122,11 @@ func (a *Array) startReshape(rq ReshapeStart) error {
 	cfg := a.lockCfg()
 	defer cfg.Unlock()
 	var spares []*member
-	for _, m := range a.all {
-		if m.role < 0 && m.State() == Spare && !m.removed.Load() && len(spares) < delta {
-			spares = append(spares, m)
+	if delta > 0 {
+		var err error
+		if spares, err = a.reshapeSpareRoles(delta, sh.n); err != nil {
+			return err
 		}
-	}
-	if len(spares) < delta {
-		return fmt.Errorf("%w: %d spares for %d new devices", ErrUnsupported, len(spares), delta)
 	}
 	offs, backwards, err := a.reshapeOffsets(sh.n-parity-old.DataDisks(), min, rq.OffsetDelta)
 	if err != nil {
@@ -184,19 +182,16 @@ func (a *Array) reshapeAllowed() error {
 }
 
 // reshapeDisksAllowed checks the new device count: raid6 keeps at least
-// 4, raid4/5 at least 2 (raid5_check_reshape), and a degraded array only
-// restripes or shrinks (md would let a spare fill the missing role first;
-// the engine does not do that during a reshape).
+// 4, raid4/5 at least 2 (raid5_check_reshape). A degraded array may grow:
+// the spares fill the missing roles as the reshape passes
+// (reshape_spares.go).
 func (a *Array) reshapeDisksAllowed(delta, n int) error {
 	least := 2
 	if a.level == layout.RAID6 {
 		least = 4
 	}
-	switch {
-	case n < least:
+	if n < least {
 		return fmt.Errorf("%w: %v needs at least %d devices", ErrUnsupported, a.level, least)
-	case delta > 0 && a.degraded() != 0:
-		return fmt.Errorf("%w: adding devices to a degraded array", ErrUnsupported)
 	}
 	return nil
 }
@@ -221,15 +216,11 @@ func (a *Array) newReshapeGeometry(sh reshapeShape, delta int, offs map[*member]
 }
 
 // applyReshape records the started reshape in the array and the
-// superblocks (raid5_start_reshape, super_1_sync): spares take the new
-// roles when devices are added; when they are removed the roles above the
+// superblocks (raid5_start_reshape, super_1_sync): spares take the free
+// roles, lowest first, when devices are added; when they are removed the roles above the
 // new count keep serving the old geometry until the end.
 func (a *Array) applyReshape(sh reshapeShape, delta int, rs *layout.Reshape, offs map[*member]int64, spares []*member) {
-	for i, m := range spares {
-		m.role = a.n + i
-		m.state.Store(uint32(InSync))
-		a.roles = append(a.roles, m)
-	}
+	a.placeReshapeSpares(sh.n, a.n, spares)
 	for _, m := range a.all {
 		sb := m.ls.sb
 		off := offs[m]
