@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestGrowBackupFile: `--grow --raid-devices=4 --backup-file=F` of a
@@ -64,5 +65,69 @@ func TestGrowBackupFile(t *testing.T) {
 		if !strings.Contains(out, "Raid Devices : 4") || strings.Contains(out, "Reshape") || off == "" || !strings.Contains(out, off) {
 			t.Errorf("%s after the reshape (want %q):\n%s", p, off, out)
 		}
+	}
+}
+
+// TestGrowBackupRestart: a daemon killed (kill -9) inside an in-place
+// growth's critical section -- the section moved, the superblocks still
+// at 0 -- leaves an array that assemble refuses without the backup file,
+// with mdadm's words, and restores from it with --backup-file
+// (Grow_restart): the reshape finishes, the data is intact and the
+// backup file is removed.
+func TestGrowBackupRestart(t *testing.T) {
+	dir := t.TempDir()
+	runDir := filepath.Join(dir, "run")
+	md := "/dev/md/br"
+	devs := mkArray(t, dir, md, 3, 16<<20, "-l5", "-n3", "-c64", "--assume-clean")
+	spare := sparse(t, dir, "br-spare.img", 16<<20)
+	all := append(append([]string(nil), devs...), spare)
+	d := startDaemon(t, runDir, md, devs, "MDTOOL_TEST_RESHAPE_PAUSE=checkpoint")
+	uri := "nbd+unix:///?socket=" + d.socket()
+	data := nbdWrite(t, uri, 8<<20)
+	if code, _, errs := mdtool(t, md, "--add", spare, "--run-dir", runDir); code != 0 {
+		t.Fatalf("--add: exit %d %s", code, errs)
+	}
+	bu := filepath.Join(dir, "backup")
+	done := make(chan int, 1)
+	go func() {
+		code, _, _ := mdtool(t, "--grow", md, "-n4", "--backup-file", bu, "--run-dir", runDir)
+		done <- code
+	}()
+	if p, pos, rec := waitReshapePause(t, d); p != "checkpoint" || pos == 0 || rec != 0 {
+		t.Fatalf("paused at %s %d %d, want the critical section's checkpoint (recorded 0)", p, pos, rec)
+	}
+	d.kill()
+	select {
+	case <-done:
+	case <-time.After(2 * time.Minute):
+		t.Fatal("grow did not return after the daemon was killed")
+	}
+	_, ex, _ := mdtool(t, "examine", devs[0])
+	if !strings.Contains(ex, "Reshape pos'n : 0\n") || strings.Contains(ex, "New Offset") {
+		t.Fatalf("examine after the kill (want an in-place reshape at 0):\n%s", ex)
+	}
+	args := append([]string{"--assemble", "--foreground", md, "--run-dir", runDir}, all...)
+	if code, _, errs := mdtool(t, args...); code != 1 ||
+		!strings.Contains(errs, "mdtool: Failed to restore critical section for reshape, sorry.\n       Possibly you needed to specify the --backup-file\n") {
+		t.Fatalf("assemble without the backup file: exit %d %q", code, errs)
+	}
+	d = startDaemon(t, runDir, md, append([]string{"--backup-file=" + bu}, all...))
+	defer d.stop()
+	reshapeFinished(t, runDir, md)
+	if got := detailJSONOf(t, runDir, md); got["raid_devices"] != float64(4) {
+		t.Errorf("after the restart: raid_devices %v", got["raid_devices"])
+	}
+	if b := nbdRead(t, uri, len(data)); !bytes.Equal(b, data) {
+		t.Error("the data read back differs")
+	}
+	deadline := time.Now().Add(time.Minute)
+	for {
+		if _, err := os.Stat(bu); os.IsNotExist(err) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the backup file is still there after the reshape")
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
