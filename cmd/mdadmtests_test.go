@@ -66,6 +66,8 @@ var mdadmTests = []mdadmTest{
 	// the VM, where mdtool's members have the loop devices' names that
 	// decide which mirror stays
 	{name: "r10takeover", devs: 6, final: []int{0, 2, 4, 5}, inVM: true},
+	// not one of mdadm's tests: growth in place with --backup-file
+	{name: "r5growbackup", devs: 4, final: []int{0, 1, 2, 3}},
 }
 
 // mdadmKnown lists the differences that other work items fix. An entry

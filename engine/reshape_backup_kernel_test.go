@@ -60,16 +60,18 @@ func TestKernelReshapeInPlace(t *testing.T) {
 		}
 		fmt.Fprintf(&script, `cp /share/b%[1]d /tmp/b%[1]d
 mdadm --assemble /dev/md%[1]d --backup-file=/tmp/b%[1]d%[2]s >/tmp/a%[1]d 2>&1; echo "ASM %[1]d $?"; cat /tmp/a%[1]d
-for i in $(seq 1 900); do
+for i in $(seq 1 300); do
   [ "$(cat /sys/block/md%[1]d/md/sync_action 2>/dev/null)" = idle ] && [ "$(cat /sys/block/md%[1]d/md/reshape_position 2>/dev/null)" = none ] && break
   sleep 1
 done
+cat /proc/mdstat
+for f in array_state sync_action sync_max sync_completed suspend_lo suspend_hi reshape_position; do echo "$f: $(cat /sys/block/md%[1]d/md/$f)"; done
 echo "RD %[1]d $(cat /sys/block/md%[1]d/md/raid_disks)"
 echo "POS %[1]d $(cat /sys/block/md%[1]d/md/reshape_position)"
 echo "MD5 %[1]d $(dd if=/dev/md%[1]d bs=512 count=%[3]d 2>/dev/null | md5sum | cut -d' ' -f1)"
 echo check > /sys/block/md%[1]d/md/sync_action
 sleep 1
-for i in $(seq 1 900); do [ "$(cat /sys/block/md%[1]d/md/sync_action)" = idle ] && break; sleep 1; done
+for i in $(seq 1 300); do [ "$(cat /sys/block/md%[1]d/md/sync_action)" = idle ] && break; sleep 1; done
 echo "MM %[1]d $(cat /sys/block/md%[1]d/md/mismatch_cnt)"
 `, k, devs, oldSectors)
 		want["RD "+strconv.Itoa(k)] = strconv.Itoa(c.n + 1)
@@ -78,7 +80,7 @@ echo "MM %[1]d $(cat /sys/block/md%[1]d/md/mismatch_cnt)"
 		want["ASM "+strconv.Itoa(k)] = "0"
 	}
 	start := time.Now()
-	out := execRetry(t, mdvm.Run{Disks: disks, Share: share, Script: script.String(), Timeout: 1200 * time.Second}, nil)
+	out := execRetry(t, mdvm.Run{Disks: disks, Share: share, Script: script.String(), Timeout: 900 * time.Second}, nil)
 	t.Logf("kernel run: %v\n%s", time.Since(start), out)
 	got := vmLines(out)
 	for k, v := range want {
@@ -99,14 +101,14 @@ echo "MM %[1]d $(cat /sys/block/md%[1]d/md/mismatch_cnt)"
 // the backup file, the old array's sectors and their md5.
 func inPlaceSet(t *testing.T, level string, n int, crit bool) ([]*MemDevice, *memBackup, int64, string) {
 	t.Helper()
-	mems := create(t, spec{level: level, n: n, chunkKiB: 64, devMiB: []int{16}})
+	mems := create(t, spec{level: level, n: n, chunkKiB: 64, devMiB: []int{8}})
 	a := open(t, mems, recoverOptions())
 	data := make([]byte, a.Size())
 	fillPattern(newRand(uint64(n)), data)
 	if _, err := a.WriteAt(data, 0); err != nil {
 		t.Fatal(err)
 	}
-	spare := NewMemDevice(16 << 20)
+	spare := NewMemDevice(8 << 20)
 	if _, err := a.AddDevice(spare, AddOptions{Replacement: -1}); err != nil {
 		t.Fatal(err)
 	}
