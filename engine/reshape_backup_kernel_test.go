@@ -60,19 +60,22 @@ func TestKernelReshapeInPlace(t *testing.T) {
 		}
 		fmt.Fprintf(&script, `cp /share/b%[1]d /tmp/b%[1]d
 mdadm --assemble /dev/md%[1]d --backup-file=/tmp/b%[1]d%[2]s >/tmp/a%[1]d 2>&1; echo "ASM %[1]d $?"; cat /tmp/a%[1]d
-for i in $(seq 1 300); do
+cat /proc/mdstat
+for i in $(seq 1 150); do
   [ "$(cat /sys/block/md%[1]d/md/sync_action 2>/dev/null)" = idle ] && [ "$(cat /sys/block/md%[1]d/md/reshape_position 2>/dev/null)" = none ] && break
   sleep 1
 done
 cat /proc/mdstat
 for f in array_state sync_action sync_max sync_completed suspend_lo suspend_hi reshape_position; do echo "$f: $(cat /sys/block/md%[1]d/md/$f)"; done
+[ "$(cat /sys/block/md%[1]d/md/reshape_position 2>/dev/null)" = none ] || { dmesg | tail -25; ps; }
 echo "RD %[1]d $(cat /sys/block/md%[1]d/md/raid_disks)"
 echo "POS %[1]d $(cat /sys/block/md%[1]d/md/reshape_position)"
 echo "MD5 %[1]d $(dd if=/dev/md%[1]d bs=512 count=%[3]d 2>/dev/null | md5sum | cut -d' ' -f1)"
 echo check > /sys/block/md%[1]d/md/sync_action
 sleep 1
-for i in $(seq 1 300); do [ "$(cat /sys/block/md%[1]d/md/sync_action)" = idle ] && break; sleep 1; done
+for i in $(seq 1 150); do [ "$(cat /sys/block/md%[1]d/md/sync_action)" = idle ] && break; sleep 1; done
 echo "MM %[1]d $(cat /sys/block/md%[1]d/md/mismatch_cnt)"
+mdadm -S /dev/md%[1]d >/dev/null 2>&1
 `, k, devs, oldSectors)
 		want["RD "+strconv.Itoa(k)] = strconv.Itoa(c.n + 1)
 		want["POS "+strconv.Itoa(k)] = "none"
