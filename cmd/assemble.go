@@ -107,6 +107,7 @@ EXIT STATUS
 type assembleOptions struct {
 	scan, run, force, foreground, readonly, noDegraded bool
 	uuid, name, config, update, auto, superMinor       string
+	backupFile                                         string // --backup-file: an in-place reshape's (assemble_backup.go)
 	srv                                                serveOptions
 }
 
@@ -167,6 +168,7 @@ func newAssembleCmd(env *Env) *cobra.Command {
 	f.StringVarP(&o.update, "update", "U", "", "rewrite the members' superblocks before the start: uuid, name, homehost, resync, devicesize, bbl, no-bbl, ... ('?' lists them)")
 	f.StringVarP(&o.auto, "auto", "a", "", "accepted for mdadm compatibility; no device nodes are created")
 	f.StringVarP(&o.superMinor, "super-minor", "m", "", "not supported (0.90 metadata)")
+	f.StringVar(&o.backupFile, "backup-file", "", "the backup file of an in-place reshape: its critical section is restored if needed")
 	f.BoolVar(&o.foreground, "foreground", false, "serve in this process until stopped, instead of a background daemon")
 	addServeFlags(f, &o.srv)
 	for _, n := range []string{"auto", "super-minor"} {
@@ -264,6 +266,7 @@ func (as *assembler) errf(format string, a ...any) {
 }
 
 func runAssemble(env *Env, o *assembleOptions, args []string, homehostFlag string, homehostGiven bool) error {
+	absBackupFile(o)
 	if done, err := checkUpdateWord(env, o.update); done {
 		return err
 	}
@@ -1503,6 +1506,7 @@ func (as *assembler) launchConfig(mddev, name string, devs []*asmDev, order []in
 		EngineName: escName(filepath.Base(mddev)), // mdname in the kernel-style lines
 	}
 	lc.NBDMaxConns, lc.NBDMaxBytes, lc.NBDIdleTimeout, _ = as.o.srv.nbdLimits() // checked in runAssemble
+	lc.BackupFile = as.o.backupFile
 	for _, k := range order {
 		d := devs[k]
 		m := daemon.LaunchMember{Path: d.path, Block: d.block, SBOffset: d.sbOff,
@@ -1534,6 +1538,8 @@ func (as *assembler) launchFailed(mddev string, err error) {
 		as.errf("failed to add %s to %s: %s\n", oe.Path, mddev, openReason(oe.Err))
 	case errors.As(err, &we):
 		as.errf("%v\n", we.Err)
+	case errors.As(err, &re) && errors.Is(re.Err, engine.ErrBackupNeeded):
+		as.backupNeeded()
 	case errors.As(err, &re):
 		err = re.Err
 		if errors.Is(err, engine.ErrZeroSize) {

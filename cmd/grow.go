@@ -43,6 +43,9 @@ chooses it:
                                          --array-size
   --chunk=N (-c), --layout=L (-p)        raid4/5/6: restripe in place
                                          (data_offset moves; no backup file)
+  --raid-devices=N --backup-file=F       raid4/5/6 growth in place, as mdadm 4.2
+                                         does with a backup file (data_offset
+                                         unchanged; F is removed at the end)
   --level=N [--layout=L] [--add DEV]     change the level: by md's takeover
                                          (no data moves; a spare recovers a
                                          new role), or by mdadm 4.2's

@@ -217,9 +217,6 @@ func runRestripe(env *Env, o *growOptions, cl *daemon.Client, st *daemon.Status,
 	if err := levelSpares(o, st, r.newLevel, r.re); err != nil {
 		return err
 	}
-	if o.backupFile != "" {
-		return exitf(ExitFailure, "--backup-file is not supported: mdtool moves data_offset instead")
-	}
 	if int64(r.newSize) < st.Size/512 {
 		return exitMsg(ExitFailure, fmt.Sprintf("this change will reduce the size of the array.\n"+
 			"       use --grow --array-size first to truncate array.\n"+
@@ -231,12 +228,18 @@ func runRestripe(env *Env, o *growOptions, cl *daemon.Client, st *daemon.Status,
 			spares++
 		}
 	}
-	ok, err := restripeRoom(st, r.re.afterData-r.re.beforeData, r.minOffset)
-	if err != nil {
-		return exitf(ExitFailure, "%s: cannot get superblock: %v", md, err)
-	}
-	if !ok {
-		return noBackupFile(md, r, spares)
+	if inPlace(o, r) {
+		if err := createBackupFile(env, o, md, r); err != nil {
+			return err
+		}
+	} else {
+		ok, err := restripeRoom(st, r.re.afterData-r.re.beforeData, r.minOffset)
+		if err != nil {
+			return exitf(ExitFailure, "%s: cannot get superblock: %v", md, err)
+		}
+		if !ok {
+			return noBackupFile(md, r, spares)
+		}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), growTimeout)
 	defer cancel()
@@ -264,7 +267,7 @@ func runRestripe(env *Env, o *growOptions, cl *daemon.Client, st *daemon.Status,
 	if err := growAddDevices(env, o, md); err != nil {
 		return err
 	}
-	if _, err := cl.Call(ctx, restripeRequest(r)); err != nil {
+	if _, err := cl.Call(ctx, backupRequest(restripeRequest(r), o, r)); err != nil {
 		if r.re.level != st.Level {
 			// mdtool's own refusal (the engine's): take the array back
 			// to its level, so that the refused change changes nothing.

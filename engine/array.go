@@ -70,6 +70,10 @@ type Options struct {
 	// or a recovery on its own (md_check_recovery); AddDevice, Replace,
 	// FailDevice and StartAction still start one. For tests.
 	NoAutoSync bool
+	// ReshapeBackup is the backup file of an in-place reshape (mdadm's
+	// --assemble --backup-file): Open restores its critical section
+	// when the superblocks say it was in flight (reshape_backup.go).
+	ReshapeBackup BackupFile
 }
 
 // DefaultOptions returns the options of a normal open: any 1.x metadata,
@@ -216,6 +220,10 @@ func openAssembled(devs []Device, as *assembly, opts Options) (*Array, error) {
 	a.level = layout.Level(ref.Level)
 	a.addMembers(as)
 	a.adoptFinishedReshape(ref)
+	restore, err := a.readReshapeBackup(ref)
+	if err != nil {
+		return nil, err
+	}
 	if err := a.setGeometry(ref); err != nil {
 		return nil, err
 	}
@@ -241,6 +249,11 @@ func openAssembled(devs []Device, as *assembly, opts Options) (*Array, error) {
 		a.pers = &stripedPers{a: a, g: a.striped, r6: a.level == layout.RAID6}
 	default:
 		a.pers = &mappedPers{a: a}
+	}
+	if restore != nil {
+		if err := a.restoreBackup(restore); err != nil {
+			return nil, err
+		}
 	}
 	a.startDaemon()
 	for _, m := range a.all {

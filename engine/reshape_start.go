@@ -28,6 +28,10 @@ type ReshapeStart struct {
 	// (reshapeOffsets); without the room that takes, StartReshape
 	// returns a *NoRoomError (errors.Is ErrNoRoom).
 	OffsetDelta int64
+	// Backup, when set, makes the reshape an in-place one as mdadm 4.2
+	// does with --backup-file: data_offset stays, the critical section
+	// is kept in Backup while it moves (reshape_backup.go). Only growth.
+	Backup BackupFile
 }
 
 // MinOffsetChange is mdadm 4.2's min_offset_change for a reshape from
@@ -127,6 +131,9 @@ func (a *Array) startReshape(rq ReshapeStart) error {
 		if spares, err = a.reshapeSpareRoles(delta, sh.n); err != nil {
 			return err
 		}
+	}
+	if rq.Backup != nil {
+		return a.startInPlace(rq.Backup, sh, delta, spares, cfg)
 	}
 	offs, backwards, err := a.reshapeOffsets(sh.n-parity-old.DataDisks(), min, rq.OffsetDelta)
 	if err != nil {

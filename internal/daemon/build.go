@@ -10,7 +10,7 @@ func openLaunched(lc *LaunchConfig, edevs []engine.Device) (*engine.Array, error
 	if lc.Build != nil {
 		return engine.OpenBuild(edevs, *lc.Build, launchOptions(lc))
 	}
-	return engine.Open(edevs, launchOptions(lc))
+	return openWithBackup(lc, edevs)
 }
 
 // buildStatus fills what Status takes from the superblocks for an array

@@ -101,6 +101,10 @@ type Request struct {
 	Layout       *int   `json:"layout,omitempty"`
 	ChunkSectors uint64 `json:"chunk_sectors,omitempty"`
 	FinalLevel   *int   `json:"final_level,omitempty"`
+	// BackupFile: OpReshape in place, its critical section kept in this
+	// file (mdadm's --backup-file, created by the caller), which the
+	// daemon removes when the reshape ends.
+	BackupFile string `json:"backup_file,omitempty"`
 	// Bitmap ("internal" or "none") and BitmapChunk (bytes, 0: mdadm's
 	// choice): OpGrowBitmap (grow_bitmap.go).
 	Bitmap      string `json:"bitmap,omitempty"`

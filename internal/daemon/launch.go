@@ -63,6 +63,10 @@ type LaunchConfig struct {
 	// RemoteTimeout: how long a member on an NBD server may leave a
 	// request unanswered before it is failed (0: the client's default).
 	RemoteTimeout time.Duration
+	// BackupFile: the backup file of an in-place reshape (mdadm's
+	// --assemble --backup-file): the engine restores its critical section
+	// when needed, and the daemon removes the file when the reshape ends.
+	BackupFile string
 	// RemoteReAdd: see Config.
 	RemoteReAdd time.Duration
 	// Added, if set, is called after member i is opened.
@@ -140,6 +144,9 @@ func Launch(lc LaunchConfig) (*Service, error) {
 	}
 	for _, m := range specs {
 		svc.launched = append(svc.launched, m.Path)
+	}
+	if active, _ := arr.Reshaping(); active && lc.BackupFile != "" {
+		go svc.removeBackupAfterReshape(lc.BackupFile)
 	}
 	return svc, nil
 }

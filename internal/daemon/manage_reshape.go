@@ -29,6 +29,9 @@ func (s *Service) reshape(req Request) error {
 		return err
 	}
 	s.cfg.Logf("reshape started (raid_disks %d)", s.cfg.Array.Geometry().RaidDisks())
+	if req.BackupFile != "" {
+		go s.removeBackupAfterReshape(req.BackupFile)
+	}
 	if req.FinalLevel != nil {
 		go s.levelAfterReshape(layout.Level(*req.FinalLevel))
 	}

@@ -1,0 +1,76 @@
+package cmd
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"syscall"
+
+	"mdtool/internal/daemon"
+)
+
+// Reshapes with --backup-file (mdadm 4.2's reshape_array without
+// set_new_data_offset): a growth runs in place, data_offset unchanged,
+// its critical section kept in the file while it moves (the engine's
+// in-place reshape). The file is created as reshape_open_backup_file
+// creates it; the daemon removes it when the reshape ends.
+
+// inPlace says whether mdadm 4.2 would reshape r in place with the file
+// given and mdtool does it: growth only (more data devices). A change
+// that keeps or lowers the number of data devices still moves
+// data_offset (with room), the backup file unused.
+func inPlace(o *growOptions, r restripe) bool {
+	return o.backupFile != "" && r.re.afterData > r.re.beforeData
+}
+
+// createBackupFile is reshape_open_backup_file: the file must not exist
+// (O_EXCL), must not be on the array itself, and is filled with zeroes
+// for the backup and its 8 header sectors (synced).
+func createBackupFile(env *Env, o *growOptions, md string, r restripe) error {
+	fmt.Fprintf(env.Stderr, "mdtool: Need to backup %dK of critical section..\n", r.backupBlocks/2)
+	f, err := os.OpenFile(o.backupFile, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return exitf(ExitFailure, "%s: cannot create backup file %s: %s", md, o.backupFile, strerror(err))
+	}
+	defer f.Close()
+	if onArray(f, md) {
+		os.Remove(o.backupFile)
+		return exitf(ExitFailure, "backup file must NOT be on the array being reshaped.")
+	}
+	zero := make([]byte, 512)
+	w := io.Writer(f)
+	for i := uint64(0); i < r.backupBlocks+8; i++ {
+		if _, err := w.Write(zero); err != nil {
+			return exitf(ExitFailure, "%s: cannot create backup file %s: %s", md, o.backupFile, strerror(err))
+		}
+	}
+	if err := f.Sync(); err != nil {
+		return exitf(ExitFailure, "%s: cannot create backup file %s: %s", md, o.backupFile, strerror(err))
+	}
+	return nil
+}
+
+// onArray is mdadm's guard: the backup file's filesystem is the array's
+// block device (the md name, or the door it links to).
+func onArray(f *os.File, md string) bool {
+	var fs, ms syscall.Stat_t
+	if err := syscall.Fstat(int(f.Fd()), &fs); err != nil {
+		return false
+	}
+	if err := syscall.Stat(md, &ms); err != nil || ms.Mode&syscall.S_IFMT != syscall.S_IFBLK {
+		return false
+	}
+	return ms.Rdev == fs.Dev
+}
+
+// backupRequest adds the backup file to an in-place reshape's request.
+func backupRequest(req daemon.Request, o *growOptions, r restripe) daemon.Request {
+	if inPlace(o, r) {
+		req.BackupFile = o.backupFile
+		if p, err := filepath.Abs(o.backupFile); err == nil {
+			req.BackupFile = p // the daemon's working directory is not ours
+		}
+	}
+	return req
+}

@@ -1,0 +1,75 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"os"
+	"time"
+
+	"mdtool/engine"
+)
+
+// Reshapes in place keep their critical section in a backup file
+// (mdadm's --backup-file): the caller (grow) creates it as mdadm's
+// reshape_open_backup_file does; the daemon opens it for the engine,
+// and removes it when the reshape ends, as mdadm's forked child does.
+
+// openReshapeBackup opens the backup file grow created.
+func openReshapeBackup(path string) (*os.File, error) {
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		return nil, Errorf(CodeInvalid, "cannot open backup file %s: %v", path, err)
+	}
+	return f, nil
+}
+
+// openWithBackup is engine.Open with lc's backup file, if any, for the
+// engine to restore a critical section from (Grow_restart). A backup
+// file that cannot be opened is logged and left out, as mdadm goes on
+// without it ("backup file ... inaccessible").
+func openWithBackup(lc *LaunchConfig, edevs []engine.Device) (*engine.Array, error) {
+	opts := launchOptions(lc)
+	if lc.BackupFile != "" {
+		f, err := os.Open(lc.BackupFile)
+		if err != nil {
+			if lc.Logf != nil {
+				lc.Logf("backup file %s inaccessible: %v", lc.BackupFile, errors.Unwrap(err))
+			}
+		} else {
+			defer f.Close()
+			opts.ReshapeBackup = f
+		}
+	}
+	return engine.Open(edevs, opts)
+}
+
+// removeBackupAfterReshape waits for the reshape to end (not for the
+// daemon's stop) and removes its backup file.
+func (s *Service) removeBackupAfterReshape(path string) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		select {
+		case <-s.done:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	a := s.cfg.Array
+	for {
+		if active, _ := a.Reshaping(); !active {
+			break
+		}
+		if err := a.WaitSync(ctx); err != nil {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	if err := os.Remove(path); err != nil && !os.IsNotExist(err) {
+		s.cfg.Logf("could not remove backup file %s: %v", path, err)
+	}
+}
