@@ -62,12 +62,6 @@ var growRestripeKnown = []mdadmKnownDiff{
 	// Issue 16, engine side: md counts a few events through a restripe
 	// (5 after raid0 -> raid5, 20 at the end), the engine many (68, 238).
 	{test: "grow-levels", mask: regexp.MustCompile(`(Events : )\d+`), repl: "${1}N", item: "issue 16: events through a restripe"},
-	// Engine side, after the restripes: md leaves raid0's data_size at the
-	// component size (Avail Dev Size 37888, 64 sectors unused after) where
-	// the engine keeps the whole device (37952); the spares added during
-	// the level changes show their bad-block log at offset 16 in md's
-	// superblocks, 8 in the engine's.
-	{test: "grow-levels", from: "-E DEV0", item: "raid0's data_size and the added spares' bad-block log offset after restripes"},
 }
 
 // reServedLines: mdtool's --detail ends with where the array is served
