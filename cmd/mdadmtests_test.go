@@ -115,13 +115,19 @@ var mdadmKnown = []mdadmKnownDiff{
 	// is compared.
 	{test: "03r5assemV1", mask: regexp.MustCompile(`(### mdadm -CR [^\n]*\n(?:[^#][^\n]*\n)*### mdadm -Db /dev/md1\nARRAY /dev/md1 metadata=1\.2 )spares=\d+`), repl: "${1}spares=N", item: "recovery still running at the first -Db"},
 	// r10takeover: mdadm's remove_disks_for_takeover writes "faulty",
-	// "none" and "remove" to two members within microseconds; md's thread
-	// writes the superblocks asynchronously and coalesces those changes
-	// (the second member removed kept events 1 and "AA.A" in one kernel
-	// run, 0 and "AAAA" in another), while mdtool's daemon records each
-	// fail and remove as its own superblock write: the survivors end at
-	// 28 events against the kernel's 24. Every other field of every -E,
-	// and every command's output, is compared.
+	// "none" and "remove" to two members within microseconds (in 4.2 also
+	// for "-l0 -n3", which it then refuses). Each of the three sets
+	// MD_SB_CHANGE_DEVS (raid10_error; remove_and_add_spares' removal;
+	// the kick), and md's thread writes the superblocks asynchronously,
+	// one md_update_sb for whatever is pending when it runs: from 0 the
+	// kernel reached 2 events in one run (one write per member; the
+	// second member removed kept events 1 and "AA.A"), and in another
+	// the second member kept 0 and "AAAA" (no write between the two).
+	// No rule fixes when the thread runs, so no count can be followed;
+	// mdtool's daemon writes each change as md does when its thread runs
+	// between them (6), and the survivors end at 28 against the kernel's
+	// 24. Every other field of every -E, and every command's output, is
+	// compared.
 	{test: "r10takeover", mask: regexp.MustCompile(`Events : \d+`), repl: "Events : N", item: "events of remove_disks_for_takeover's coalesced sysfs writes"},
 	{test: "r10takeover", mask: reServedLines, repl: "\n", item: "mdtool-only: --detail says where the array is served"},
 	{test: "r10takeover", mask: regexp.MustCompile(`(### mdadm -E DEV1\n(?:[^#][^\n]*\n)*?\s*Array State : )[^\n]*`), repl: "${1}STATE", item: "the second removed member's last superblock (timing)"},

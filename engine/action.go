@@ -21,7 +21,8 @@ import "context"
 // largest that overwrites no old data a restart from the position then
 // recorded still reads, recording reshape_position first when the
 // recorded one is not enough, md's reshape_safe) with user I/O held
-// back; checkpoint records reshape_position at the usual points; finish
+// back; checkpoint records nothing (md_do_sync leaves a reshape's records
+// to reshape_request: reshape_record.go); finish
 // switches the array to the new geometry or, interrupted, records where
 // it got to for the next Open.
 type syncAction interface {

@@ -221,6 +221,12 @@ func (a *Array) prepareAdd(dev Device, opts AddOptions) (*member, error) {
 		}
 		sb.DataSize = dsize - sb.DataOffset
 	}
+	var bms *bitmap.Header
+	if b, ok := a.bm.(*wib.Bitmap); ok && a.hasBM {
+		h := b.Header()
+		bms = &h
+	}
+	placeAddedBBLog(&sb, minor, bms)
 	if sb.DataSize < need {
 		return nil, fmt.Errorf("engine: device not large enough to join the array (%d sectors of data, %d needed)", sb.DataSize, need)
 	}

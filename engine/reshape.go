@@ -61,6 +61,7 @@ type reshapeState struct {
 	geo            *layout.Reshape // Progress and Safe as at Open
 	progress, safe atomic.Uint64
 	done           atomic.Bool // finished: the array runs in the new geometry
+	rec            reshapeRecord
 }
 
 // now is the reshape with its current progress and safe point.

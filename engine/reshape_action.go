@@ -45,6 +45,7 @@ func (ra *reshapeAction) prepare() (uint64, uint64, bool, error) {
 	if a.rs.geo.Backwards {
 		from = total - from // the walk counts up; reshape_progress down from the end
 	}
+	a.markRecorded()
 	return total, from, true, nil
 }
 
@@ -93,7 +94,7 @@ func (ra *reshapeAction) mdMustRecord(p, s uint64) bool {
 		readpos -= min(r, readpos)
 		safepos -= min(r, safepos)
 	}
-	if d := ra.a.minOffsetDiff(); d < 0 {
+	if d := ra.mdOffsetDiff(); d < 0 {
 		safepos += uint64(-d)
 		readpos += uint64(-d)
 	} else {
@@ -154,7 +155,7 @@ func (ra *reshapeAction) unit(_, max uint64) (uint64, error) {
 			at = p - n*row
 		}
 		lo, hi := ra.rows(at, 1)
-		if !ra.mdMustRecord(at, a.rs.safe.Load()) && ra.clear(lo, hi, a.rs.safe.Load()) {
+		if !ra.mustRecord(at, lo, hi) {
 			continue
 		}
 		if n > 0 {
@@ -198,12 +199,9 @@ func (ra *reshapeAction) move(lo, hi uint64) error {
 	return rp.mover.writeFull(b.b, lo, int(w/g.New.StripeSectors()), false, nil)
 }
 
-// checkpoint records reshape_progress in the superblocks.
-func (ra *reshapeAction) checkpoint(uint64, bool) {
-	if err := ra.a.recordReshape(); err != nil {
-		ra.a.opts.Logf("md: reshape checkpoint: %v", err)
-	}
-}
+// checkpoint: md_do_sync records no progress of a reshape
+// (reshape_record.go); unit records as reshape_request does.
+func (ra *reshapeAction) checkpoint(uint64, bool) {}
 
 func (ra *reshapeAction) finish(pos uint64, err error) error {
 	a := ra.a
@@ -222,7 +220,11 @@ func (ra *reshapeAction) finish(pos uint64, err error) error {
 func (a *Array) recordReshape() error {
 	a.meta.mu.Lock()
 	defer a.meta.mu.Unlock()
-	if !a.reshaping() || a.rs.safe.Load() == a.rs.progress.Load() {
+	if !a.reshaping() {
+		return nil
+	}
+	a.markRecorded()
+	if a.rs.safe.Load() == a.rs.progress.Load() {
 		return nil
 	}
 	reshapeStep("checkpoint", a.rs.progress.Load(), a.rs.safe.Load(), a.rs.geo.New.ArraySectors())

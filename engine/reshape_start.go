@@ -247,6 +247,7 @@ func (a *Array) applyReshape(sh reshapeShape, delta int, rs *layout.Reshape, off
 		a.n = sh.n
 	}
 	a.rs = &reshapeState{geo: rs}
+	a.rs.rec.live = true
 	a.rs.progress.Store(rs.Progress)
 	a.rs.safe.Store(rs.Safe)
 	a.geo, a.striped = rs.New, rs.New

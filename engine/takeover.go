@@ -25,6 +25,7 @@ type takeoverPlan struct {
 	spare   *member   // a member that leaves its role for the spares (raid6 -> raid5: Q)
 	devSize uint64    // mddev->dev_sectors afterwards
 	r10     bool      // raid10 <-> raid0: roles move, data_size and the size follow (takeover_raid10.go)
+	sectors bool      // raid0_takeover_raid45: every member's data_size (rdev->sectors) becomes devSize
 }
 
 // r6Layout is raid6_takeover's layout for a raid5 one (Q on the last,
@@ -126,6 +127,9 @@ func (a *Array) changeLevelClaimed(level layout.Level) error {
 		// new_level, new_layout, new_chunk: super_1_sync writes them only
 		// while a reshape is active; they stay as they were.
 		sb.Size = tp.devSize
+		if tp.sectors && !m.removed.Load() {
+			sb.DataSize = tp.devSize
+		}
 		if level != layout.RAID0 {
 			sb.FeatureMap &^= superblock.FeatureRAID0Layout
 		}
@@ -224,7 +228,7 @@ func (a *Array) planTakeover(level layout.Level) (takeoverPlan, error) {
 			return tp, fmt.Errorf("%w: raid5 must be degraded, with its parity device missing", ErrTakeover)
 		}
 		dev := a.geo.DevSectors(0)
-		tp.devSize = dev
+		tp.devSize, tp.sectors = dev, true
 		tp.params = layout.Params{Level: level, Layout: -1, ChunkSectors: chunk, RaidDisks: a.n - 1, DevSectors: make([]uint64, a.n-1)}
 		for r := range tp.params.DevSectors {
 			tp.params.DevSectors[r] = dev

@@ -1,0 +1,74 @@
+package engine
+
+import (
+	"context"
+	"testing"
+	"time"
+)
+
+// clockWrites advances a fake clock by step on every write of a member.
+type clockWrites struct {
+	Device
+	clk  *fakeClock
+	step time.Duration
+}
+
+func (d clockWrites) WriteAt(p []byte, off int64) (int, error) {
+	d.clk.Add(d.step)
+	return d.Device.WriteAt(p, off)
+}
+
+// TestReshapeRecordCadence: a reshape started on the running array
+// records reshape_position where md 6.1 does and where a restart would
+// otherwise read overwritten data, nothing more: md_do_sync's 1/16
+// progress records do not apply to a reshape, and md's rule runs with
+// raid5_run's min_offset_diff, 0 for a reshape started after the array
+// ran (in place for the rule, which then never asks with as many data
+// disks after as before). So with a still clock the records are the
+// engine's overlap rule alone: with the data moved down by D sectors the
+// new rows may run ahead of the recorded position by D per member less
+// the old stripe that holds it, i.e. a record every 3*D/row - 1 rows,
+// plus md_update_sb at the end. With a clock that passes 10 s at every
+// write, reshape_request's timer asks for a record before every row after
+// the first unit (the first moves a whole window, 1 MiB, as no write
+// has yet happened since the start).
+func TestReshapeRecordCadence(t *testing.T) {
+	for i, c := range restripeCases()[:3] {
+		// 4 x 8 MiB raid5, 3 data disks of 14336 or 12288 sectors,
+		// data_offset moved down 2048 (chunk 512K -> 64K: 12 rows of 3072
+		// array sectors, a record every 2 rows) or 1024 (64K -> 256K: 28
+		// rows of 1536, a record every 2; a layout change: 112 rows of
+		// 384, a record every 8, the first window 5 rows)
+		want := []uint64{5, 13, 13}[i] + 1
+		timed := []uint64{12, 28, 112 - 4}[i]
+		for _, tick := range []time.Duration{0, 11 * time.Second} {
+			mems := create(t, c.s)
+			clk := &fakeClock{t: time.Unix(1700000100, 0)}
+			o := recoverOptions()
+			o.Clock = clk.Now
+			ds := make([]Device, len(mems))
+			for j, m := range mems {
+				ds[j] = clockWrites{Device: m.Reopen(), clk: clk, step: tick}
+			}
+			a, err := Open(ds, o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := a.StartReshape(c.rq); err != nil {
+				t.Fatal(err)
+			}
+			ev := a.Events()
+			if err := a.Reshape(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			got := a.Events() - ev
+			a.Close()
+			if tick != 0 {
+				want = timed
+			}
+			if got != want {
+				t.Errorf("%s (clock +%v a write): %d superblock updates through the reshape, want %d", c.name, tick, got, want)
+			}
+		}
+	}
+}
