@@ -275,6 +275,9 @@ func (a *Array) prepareAdd(dev Device, opts AddOptions) (*member, error) {
 // bitmap (super_1_validate on a running array with a bitmap). It writes
 // nothing.
 func (a *Array) prepareReAdd(dev Device) (*member, error) {
+	if err := a.reAddDuringReshape(); err != nil {
+		return nil, err
+	}
 	ref, src := a.sample()
 	if ref == nil {
 		return nil, fmt.Errorf("%w: no in-sync member", ErrFailed)

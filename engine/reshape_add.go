@@ -36,3 +36,14 @@ func (a *Array) reshapeRoom(sb *superblock.Superblock, need uint64) error {
 	}
 	return nil
 }
+
+// reAddDuringReshape refuses a bitmap-guided re-add while a reshape runs:
+// the reshape's own writes set no bitmap bits (stripedPers.mover), so the
+// bitmap does not say what the device missed. mdadm's --add then adds it
+// as a new spare, fully recovered if it takes a role after the reshape.
+func (a *Array) reAddDuringReshape() error {
+	if a.reshaping() {
+		return fmt.Errorf("%w: the array is reshaping", ErrNotReAddable)
+	}
+	return nil
+}

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"testing"
 
 	"mdtool/superblock"
@@ -114,4 +115,39 @@ func memberInfo(a *Array, idx int) MemberInfo {
 		}
 	}
 	return MemberInfo{Device: idx, Role: -2}
+}
+
+// TestReshapeReAdd: a member failed and removed during a reshape is not
+// re-added by the bitmap (the reshape sets no bits for what it moves);
+// --add makes it a new spare.
+func TestReshapeReAdd(t *testing.T) {
+	mems := create(t, spec{level: "raid5", n: 4, chunkKiB: 64, devMiB: []int{8}, bitmap: true})
+	a := open(t, mems, recoverOptions())
+	defer a.Close()
+	if _, err := a.AddDevice(NewMemDevice(8<<20), AddOptions{Replacement: -1}); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.StartReshape(ReshapeStart{RaidDisks: 5}); err != nil {
+		t.Fatal(err)
+	}
+	ra := &reshapeAction{a: a}
+	if _, err := ra.unit(0, 1<<20); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.FailDevice(1); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.RemoveDevice(1); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.AddDevice(mems[1].Reopen(), AddOptions{ReAdd: true, Replacement: -1}); !errors.Is(err, ErrNotReAddable) {
+		t.Fatalf("re-add during the reshape: %v, want ErrNotReAddable", err)
+	}
+	idx, err := a.AddDevice(mems[1].Reopen(), AddOptions{Replacement: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if mi := memberInfo(a, idx); mi.Role != -1 || mi.State != Spare {
+		t.Fatalf("added again during the reshape: role %d state %v, want a spare", mi.Role, mi.State)
+	}
 }
