@@ -759,13 +759,13 @@ func (a *Array) checkIO(n int, off int64) error {
 // ReadAt reads len(p) bytes at off. off and len(p) must be multiples of
 // BlockSize.
 func (a *Array) ReadAt(p []byte, off int64) (int, error) {
-	if err := a.checkIO(len(p), off); err != nil {
-		return 0, err
-	}
 	if err := a.enter(uint64(off >> 20)); err != nil {
 		return 0, err
 	}
 	defer a.leave(uint64(off >> 20))
+	if err := a.checkIO(len(p), off); err != nil { // the size read once admitted: a change suspends I/O
+		return 0, err
+	}
 	a.userIO.add(uint64(off>>20), 1)
 	done := int64(0)
 	err := a.pieces(off, int64(len(p)), func(o, n int64, full bool) error {
@@ -793,14 +793,14 @@ func (a *Array) write(p []byte, off int64, fua bool) (int, error) {
 	if a.opts.ReadOnly {
 		return 0, ErrReadOnly
 	}
-	if err := a.checkIO(len(p), off); err != nil {
-		return 0, err
-	}
 	key := uint64(off >> 20)
 	if err := a.enter(key); err != nil {
 		return 0, err
 	}
 	defer a.leave(key)
+	if err := a.checkIO(len(p), off); err != nil { // the size read once admitted
+		return 0, err
+	}
 	if len(p) == 0 {
 		return 0, nil
 	}
@@ -928,14 +928,14 @@ func (a *Array) zeroOrDiscard(off, n int64, discard bool) error {
 	if off%a.block != 0 || n%a.block != 0 {
 		return ErrAlignment
 	}
-	if err := checkRange(off, n, a.size); err != nil {
-		return err
-	}
 	key := uint64(off >> 20)
 	if err := a.enter(key); err != nil {
 		return err
 	}
 	defer a.leave(key)
+	if err := checkRange(off, n, a.size); err != nil { // the size read once admitted
+		return err
+	}
 	if n == 0 {
 		return nil
 	}

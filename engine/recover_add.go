@@ -38,9 +38,6 @@ func (a *Array) AddDevice(dev Device, opts AddOptions) (int, error) {
 	if !a.redundant() {
 		return -1, fmt.Errorf("%w: %v takes no spares", ErrUnsupported, a.level)
 	}
-	if a.reshaping() {
-		return -1, fmt.Errorf("%w: adding a device during a reshape", ErrUnsupported)
-	}
 	if a.failed.Load() {
 		return -1, fmt.Errorf("%w: using --add cannot work on a failed array", ErrFailed)
 	}
@@ -227,6 +224,9 @@ func (a *Array) prepareAdd(dev Device, opts AddOptions) (*member, error) {
 		bms = &h
 	}
 	placeAddedBBLog(&sb, minor, bms)
+	if err := a.reshapeRoom(&sb, need); err != nil {
+		return nil, err
+	}
 	if sb.DataSize < need {
 		return nil, fmt.Errorf("engine: device not large enough to join the array (%d sectors of data, %d needed)", sb.DataSize, need)
 	}
@@ -271,7 +271,8 @@ func (a *Array) prepareAdd(dev Device, opts AddOptions) (*member, error) {
 		}
 	}
 	ls := &loadedSuper{minor: minor, offset: sb.SuperOffset, raw: raw, sb: &sb}
-	m := &member{dev: dev, lat: latencyOf(dev), role: -1, ls: ls, dataOff: int64(sb.DataOffset) * 512, sbEvents: sb.Events, savedRole: -1}
+	m := &member{dev: dev, lat: latencyOf(dev), role: -1, ls: ls, dataOff: int64(sb.DataOffset) * 512,
+		newOff: int64(sb.NewDataOffset()) * 512, sbEvents: sb.Events, savedRole: -1}
 	a.watchLoss(m)
 	return m, nil
 }
@@ -280,6 +281,9 @@ func (a *Array) prepareAdd(dev Device, opts AddOptions) (*member, error) {
 // bitmap (super_1_validate on a running array with a bitmap). It writes
 // nothing.
 func (a *Array) prepareReAdd(dev Device) (*member, error) {
+	if err := a.reAddDuringReshape(); err != nil {
+		return nil, err
+	}
 	ref, src := a.sample()
 	if ref == nil {
 		return nil, fmt.Errorf("%w: no in-sync member", ErrFailed)

@@ -55,13 +55,15 @@ func (a *Array) reshapeGeometry(ref *superblock.Superblock, p layout.Params) (la
 
 // reshapeState is the running state of a reshape: the two geometries,
 // md's reshape_progress (how far data has moved) and reshape_safe (what
-// the superblocks record). The engine moves data only while user I/O is
-// suspended (reshape_action.go), so a request sees both fixed.
+// the superblocks record). The engine moves a window only while no user
+// request touches it (gate, reshape_gate.go), so a request sees its
+// sectors' side fixed.
 type reshapeState struct {
 	geo            *layout.Reshape // Progress and Safe as at Open
 	progress, safe atomic.Uint64
 	done           atomic.Bool // finished: the array runs in the new geometry
 	rec            reshapeRecord
+	gate           reshapeGate
 }
 
 // now is the reshape with its current progress and safe point.
@@ -106,6 +108,9 @@ func (a *Array) newReshapePers() *reshapePers {
 // (full) or a part of one stripe.
 func (rp *reshapePers) each(sector, count uint64, fn func(sp *stripedPers, s, n uint64, full bool) error) error {
 	maxReq := uint64(rp.a.maxReq >> 9)
+	key := sector >> 11
+	e := rp.rs.gate.enter(key, sector, count)
+	defer rp.rs.gate.leave(key, e)
 	r := rp.rs.now()
 	for s, end := sector, sector+count; s < end; {
 		side, run := r.Run(s, end-s)

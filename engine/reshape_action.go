@@ -19,7 +19,8 @@ const reshapeWindow = 2048
 // only (growing raid4/5/6 with data_offset moved down, as mdadm 4.2
 // does it without a backup file). The sync space is the new geometry's
 // array sectors; the walk starts at reshape_progress. Each unit moves a
-// window of whole new stripes while user I/O is held back: the data is
+// window of whole new stripes while the user requests that touch it are
+// held back (reshape_gate.go; the others run): the data is
 // read through the old geometry (zeroes beyond the old array's end, as
 // md fills them), written as full new stripes at the new data offset,
 // and reshape_progress moves past it. Before a window would overwrite
@@ -133,7 +134,8 @@ func (ra *reshapeAction) clear(lo, hi, s uint64) bool {
 }
 
 // unit moves rows of the new geometry from reshape_progress on (below it
-// backwards) with user I/O held back: as many as fit the window without
+// backwards) with the user requests that touch them held back (the
+// gate): as many as fit the window without
 // a superblock record in between; a step that md's rule (or clear) says
 // needs one records reshape_position first.
 func (ra *reshapeAction) unit(_, max uint64) (uint64, error) {
@@ -145,8 +147,12 @@ func (ra *reshapeAction) unit(_, max uint64) (uint64, error) {
 		want = w
 	}
 	reshapeStep("move", a.rs.progress.Load(), a.rs.safe.Load(), g.New.ArraySectors())
-	a.suspend()
-	defer a.resume()
+	// counted as a request: a configuration change waits for the move
+	key := a.rs.progress.Load() >> 11
+	if err := a.enter(key); err != nil {
+		return 0, err
+	}
+	defer a.leave(key)
 	p := a.rs.progress.Load()
 	n := uint64(0)
 	for ; n < want; n++ {
@@ -169,6 +175,11 @@ func (ra *reshapeAction) unit(_, max uint64) (uint64, error) {
 		}
 	}
 	lo, hi := ra.rows(p, n)
+	w := a.rs.gate.hold(lo, hi)
+	defer a.rs.gate.release(w)
+	if reshapeHoldHook != nil {
+		reshapeHoldHook(lo, hi)
+	}
 	if err := ra.move(lo, hi); err != nil {
 		return 0, err
 	}
