@@ -27,8 +27,8 @@ deps:
 
 # The full suite, including the kernel-oracle tests that boot Linux 6.1 in
 # qemu (internal/mdvm, the repository's own VM driver) and fail when that
-# oracle is unavailable in CI. MDTOOL_VM_JOBS=2 lets the kernel tests
-# marked mdvm.Parallel run two guests at once (default: one at a time).
+# oracle is unavailable in CI. Under CI the kernel tests marked
+# mdvm.Parallel run two guests at once (MDTOOL_VM_JOBS=1: one at a time).
 test: deps check
 	$(GO) test -count=1 -timeout 80m $(PKGS)
 

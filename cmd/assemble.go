@@ -752,7 +752,11 @@ func matchOneOf(patterns, dev string) bool {
 
 // isBusy reports whether a device is in use: a block device that cannot
 // be opened O_EXCL, or an image file another mdtool command or daemon has
-// locked (ioctl.OpenMember's exclusive mode, released at once).
+// locked (ioctl.OpenMember's exclusive mode, released at once). Like
+// mdadm 4.2's select_devices, which says "is busy - skipping" whenever its
+// O_RDONLY|O_EXCL dev_open fails, any failure of that open counts (the
+// probe before it has already opened the device, so what is left is in
+// practice EBUSY or the image file's lock).
 func isBusy(d *asmDev) bool {
 	if nbdclient.IsURI(d.path) {
 		return false // nothing locks a remote export

@@ -102,12 +102,7 @@ func OpenMember(path string, o OpenOptions) (*os.File, error) {
 		return fail(&os.PathError{Op: "fcntl", Path: path, Err: err})
 	}
 	if !block && o.Exclusive {
-		for {
-			err = unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB)
-			if err != unix.EINTR {
-				break
-			}
-		}
+		err = flockMember(fd, &st)
 		if err == unix.EWOULDBLOCK {
 			return fail(&BusyError{Path: path})
 		}

@@ -149,7 +149,9 @@ func (l countingListener) Accept() (net.Conn, error) {
 		return nil, err
 	}
 	l.n.Add(1)
-	return &countedConn{Conn: c, n: l.n}, nil
+	cc := &countedConn{Conn: c, n: l.n}
+	openConns.Store(cc, struct{}{})
+	return cc, nil
 }
 
 type countedConn struct {
@@ -160,6 +162,9 @@ type countedConn struct {
 
 func (c *countedConn) Close() error {
 	err := c.Conn.Close()
-	c.once.Do(func() { c.n.Add(-1) })
+	c.once.Do(func() {
+		openConns.Delete(c)
+		c.n.Add(-1)
+	})
 	return err
 }

@@ -8,7 +8,8 @@ import (
 
 // setReadOnly switches md's read-only mode on the running array, as
 // STOP_ARRAY_RO and RESTART_ARRAY_RW do (md_set_readonly, restart_array):
-// read-only refuses while a client has the array open (EBUSY) and when it
+// read-only refuses while a client has the array open (EBUSY; a client
+// that has hung up no longer counts, as md's openers drop at close) and when it
 // is read-only already (ENXIO); it stops the sync action, which waits
 // (frozen) until the array is writable again, and writes get EROFS.
 // Writable again refuses an array that is not read-only (EBUSY). An array
@@ -30,7 +31,7 @@ func (s *Service) setReadOnly(ro bool) error {
 		s.cfg.Logf("md: %s switched to read-write mode.", s.cfg.Name)
 		return nil
 	}
-	if n := s.nbdConns.Load(); n > 0 {
+	if n := liveConns(&s.nbdConns); n > 0 {
 		return Errorf(CodeBusy, "md: %s still in use.", s.cfg.Name)
 	}
 	if s.cfg.ReadOnly || s.backend.ro.Load() {

@@ -10,7 +10,7 @@ func TestJobs(t *testing.T) {
 		jobs, ci string
 		want     int
 	}{
-		{"", "", 1}, {"", "true", 1}, {"3", "", 3}, {"2", "true", 2}, {"1", "true", 1}, {"0", "true", 1}, {"x", "", 1}, {"-2", "", 1},
+		{"", "", 1}, {"", "true", 2}, {"3", "", 3}, {"2", "true", 2}, {"1", "true", 1}, {"0", "true", 2}, {"0", "", 1}, {"x", "", 1}, {"-2", "", 1},
 	} {
 		t.Setenv(JobsEnv, c.jobs)
 		t.Setenv("CI", c.ci)
