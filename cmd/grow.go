@@ -45,7 +45,9 @@ chooses it:
                                          (data_offset moves; no backup file)
   --raid-devices=N --backup-file=F       raid4/5/6 growth in place, as mdadm 4.2
                                          does with a backup file (data_offset
-                                         unchanged; F is removed at the end)
+                                         unchanged; F is removed at the end);
+                                         with --chunk, --layout or a shrink F
+                                         is not used (data_offset moves)
   --level=N [--layout=L] [--add DEV]     change the level: by md's takeover
                                          (no data moves; a spare recovers a
                                          new role), or by mdadm 4.2's

@@ -237,8 +237,16 @@ func runRestripe(env *Env, o *growOptions, cl *daemon.Client, st *daemon.Status,
 		if err != nil {
 			return exitf(ExitFailure, "%s: cannot get superblock: %v", md, err)
 		}
+		if !ok && o.backupFile != "" {
+			return exitf(ExitFailure, "%s: cannot reshape in place with backup file %s: mdtool backs up only the critical section of a growth, and there is no room to move the data", md, o.backupFile)
+		}
 		if !ok {
 			return noBackupFile(md, r, spares)
+		}
+		if o.backupFile != "" {
+			// mdadm 4.2 would reshape in place through the file; mdtool
+			// moves data_offset as mdadm 4.2 does without one.
+			fmt.Fprintf(env.Stderr, "mdtool: %s: data_offset moves; backup file %s is not used (mdtool reshapes in place only to grow)\n", md, o.backupFile)
 		}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), growTimeout)

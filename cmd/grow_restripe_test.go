@@ -344,3 +344,29 @@ func TestGrowLevelRestart(t *testing.T) {
 		t.Errorf("the data read back differs")
 	}
 }
+
+// TestGrowRestripeBackupUnused: a chunk change given a --backup-file runs
+// by moving data_offset (mdtool reshapes in place only to grow) and says
+// so; the file is not created.
+func TestGrowRestripeBackupUnused(t *testing.T) {
+	dir := t.TempDir()
+	runDir := filepath.Join(dir, "run")
+	md := "/dev/md/rbu"
+	devs := mkArray(t, dir, md, 4, 16<<20, "-l5", "-n4", "-c64", "--assume-clean")
+	s := serve(t, runDir, md, devs...)
+	defer s.stopIfRunning()
+	bf := filepath.Join(dir, "backup")
+	code, _, errs := mdtool(t, "--grow", md, "--chunk=128", "--backup-file="+bf, "--run-dir", runDir)
+	want := "mdtool: " + md + ": data_offset moves; backup file " + bf + " is not used (mdtool reshapes in place only to grow)\n"
+	if code != 0 || errs != want {
+		t.Fatalf("grow --chunk=128 --backup-file: exit %d %q, want 0 %q", code, errs, want)
+	}
+	if _, err := os.Stat(bf); !os.IsNotExist(err) {
+		t.Errorf("backup file %s: %v, want it not created", bf, err)
+	}
+	waitFor(t, runDir, md, "reshape")
+	if got := detailJSONOf(t, runDir, md)["chunk_size_kib"]; fmt.Sprint(got) != "128" {
+		t.Errorf("chunk after the reshape: %v, want 128", got)
+	}
+	s.stop()
+}
