@@ -202,7 +202,15 @@ func TestCrashKill9(t *testing.T) {
 				}
 				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 				done := make(chan error, 1)
+				base := st.AckedWrites()
 				go func() { done <- st.Run(ctx, c, cfg) }()
+				// Kill only after a write was acknowledged: the array is
+				// then dirty and the restart must resync (on a loaded
+				// machine the random sleep alone may end before the first
+				// write, which leaves a clean array and no resync).
+				for deadline := time.Now().Add(20 * time.Second); st.AckedWrites() == base && time.Now().Before(deadline); {
+					time.Sleep(5 * time.Millisecond)
+				}
 				time.Sleep(time.Duration(100+rng.IntN(400)) * time.Millisecond)
 				d.kill()
 				err = <-done

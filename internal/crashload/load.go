@@ -119,6 +119,14 @@ func NewState(size int64) *State {
 	return &State{n: n, issued: make([]uint64, n), acked: make([]uint64, n), durable: make([]uint64, n), busy: make([]bool, n)}
 }
 
+// AckedWrites is Acked read under the lock: for a caller that watches a
+// Run from another goroutine.
+func (s *State) AckedWrites() uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.Acked
+}
+
 // Blocks is the number of blocks tracked.
 func (s *State) Blocks() uint64 { return s.n }
 
