@@ -825,7 +825,13 @@ func (a *Array) write(p []byte, off int64, fua bool) (int, error) {
 // fit the maximum request size, then the tail.
 func (a *Array) pieces(off, n int64, fn func(o, n int64, full bool) error) error {
 	var sp splitter
-	sp.init(off, n, a.unit, a.maxReq)
+	unit, maxReq := a.unit, a.maxReq
+	if rp, ok := a.pers.(*reshapePers); ok && rp.unit > 0 {
+		// In a reshape the cuts fall on stripes of both geometries;
+		// reshapePers.each splits each side at its own.
+		unit, maxReq = rp.unit, max(a.maxReq/rp.unit, 1)*rp.unit
+	}
+	sp.init(off, n, unit, maxReq)
 	for {
 		o, l, full, ok := sp.next()
 		if !ok {

@@ -93,11 +93,16 @@ type reshapePers struct {
 	rs       *reshapeState
 	old, new *stripedPers
 	mover    *stripedPers // new, for the reshape's writes (no bitmap bits)
+	// unit (bytes) is where Array.pieces may cut a request: a whole
+	// number of stripes in both geometries (their least common multiple),
+	// so that each side's full stripes reach each with its own split.
+	unit int64
 }
 
 func (a *Array) newReshapePers() *reshapePers {
 	r6 := a.level == layout.RAID6
-	return &reshapePers{a: a, rs: a.rs,
+	so, sn := int64(a.rs.geo.Old.StripeSectors()), int64(a.rs.geo.New.StripeSectors())
+	return &reshapePers{a: a, rs: a.rs, unit: so / gcd(so, sn) * sn << 9,
 		old:   &stripedPers{a: a, g: a.rs.geo.Old, r6: r6},
 		new:   &stripedPers{a: a, g: a.rs.geo.New, r6: r6, newOff: true},
 		mover: &stripedPers{a: a, g: a.rs.geo.New, r6: r6, newOff: true, mover: true}}
@@ -164,4 +169,12 @@ func (rp *reshapePers) zero(sector, count uint64, _, discard bool) error {
 	return rp.each(sector, count, func(sp *stripedPers, s, n uint64, full bool) error {
 		return sp.zero(s, n, full, discard)
 	})
+}
+
+// gcd is the greatest common divisor of two positive numbers.
+func gcd(a, b int64) int64 {
+	for b != 0 {
+		a, b = b, a%b
+	}
+	return a
 }
