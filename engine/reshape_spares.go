@@ -26,9 +26,12 @@ import (
 // max_degraded; the engine wants at least one spare per new device) and
 // returns the spares that take roles, in device order.
 func (a *Array) reshapeSpareRoles(delta, n int) ([]*member, error) {
+	// md's rdev list has the device bound last first (bind_rdev_to_array's
+	// list_add_rcu), and raid5_start_reshape offers the free roles in that
+	// order: the spare added last takes the lowest free role.
 	var spares []*member
-	for _, m := range a.all {
-		if m.role < 0 && m.State() == Spare && !m.removed.Load() {
+	for i := len(a.all) - 1; i >= 0; i-- {
+		if m := a.all[i]; m.role < 0 && m.State() == Spare && !m.removed.Load() {
 			spares = append(spares, m)
 		}
 	}
