@@ -218,13 +218,7 @@ func (a *Array) prepareAdd(dev Device, opts AddOptions) (*member, error) {
 		}
 		sb.DataSize = dsize - sb.DataOffset
 	}
-	var bms *bitmap.Header
-	if b, ok := a.bm.(*wib.Bitmap); ok && a.hasBM {
-		h := b.Header()
-		bms = &h
-	}
-	placeAddedBBLog(&sb, minor, bms)
-	if err := a.reshapeRoom(&sb, need); err != nil {
+	if err := a.placeAdded(&sb, minor, need); err != nil {
 		return nil, err
 	}
 	if sb.DataSize < need {
@@ -349,4 +343,17 @@ func sameDevice(a, b Device) (same bool) {
 		}
 	}()
 	return a == b
+}
+
+// placeAdded puts an added device's bad-block log after the bitmap room
+// (write_init_super1) and, during a reshape, checks its room at the new
+// data offset.
+func (a *Array) placeAdded(sb *superblock.Superblock, minor int, need uint64) error {
+	var bms *bitmap.Header
+	if b, ok := a.bm.(*wib.Bitmap); ok && a.hasBM {
+		h := b.Header()
+		bms = &h
+	}
+	placeAddedBBLog(sb, minor, bms)
+	return a.reshapeRoom(sb, need)
 }
