@@ -40,6 +40,25 @@ func (s *Service) reshape(req Request) error {
 
 // levelAfterReshape waits for the reshape to end and imposes level.
 func (s *Service) levelAfterReshape(level layout.Level) {
+	if !s.waitReshapeEnd() {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stopping {
+		return
+	}
+	lv := int(level)
+	if _, err := s.changeLevel(Request{Op: OpLevel, Level: &lv}); err != nil {
+		s.cfg.Logf("could not set level to %v after the reshape: %v", level, err)
+		return
+	}
+	s.cfg.Logf("level of %s changed to %v", s.cfg.Name, level)
+}
+
+// waitReshapeEnd waits until the array runs no reshape; false when the
+// daemon stops first.
+func (s *Service) waitReshapeEnd() bool {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go func() {
@@ -55,23 +74,13 @@ func (s *Service) levelAfterReshape(level layout.Level) {
 			break
 		}
 		if err := a.WaitSync(ctx); err != nil {
-			return
+			return false
 		}
 		select { // a reshape recorded but not running (frozen): look again later
 		case <-ctx.Done():
-			return
+			return false
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.stopping {
-		return
-	}
-	lv := int(level)
-	if _, err := s.changeLevel(Request{Op: OpLevel, Level: &lv}); err != nil {
-		s.cfg.Logf("could not set level to %v after the reshape: %v", level, err)
-		return
-	}
-	s.cfg.Logf("level of %s changed to %v", s.cfg.Name, level)
+	return true
 }

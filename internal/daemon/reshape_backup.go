@@ -1,10 +1,8 @@
 package daemon
 
 import (
-	"context"
 	"errors"
 	"os"
-	"time"
 
 	"mdtool/engine"
 )
@@ -46,28 +44,8 @@ func openWithBackup(lc *LaunchConfig, edevs []engine.Device) (*engine.Array, err
 // removeBackupAfterReshape waits for the reshape to end (not for the
 // daemon's stop) and removes its backup file.
 func (s *Service) removeBackupAfterReshape(path string) {
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go func() {
-		select {
-		case <-s.done:
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
-	a := s.cfg.Array
-	for {
-		if active, _ := a.Reshaping(); !active {
-			break
-		}
-		if err := a.WaitSync(ctx); err != nil {
-			return
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(100 * time.Millisecond):
-		}
+	if !s.waitReshapeEnd() {
+		return
 	}
 	if err := os.Remove(path); err != nil && !os.IsNotExist(err) {
 		s.cfg.Logf("could not remove backup file %s: %v", path, err)
