@@ -11,24 +11,45 @@ import (
 )
 
 // Reshapes with --backup-file (mdadm 4.2's reshape_array without
-// set_new_data_offset): a growth runs in place, data_offset unchanged,
-// its critical section kept in the file while it moves (the engine's
-// in-place reshape). The file is created as reshape_open_backup_file
-// creates it; the daemon removes it when the reshape ends.
+// set_new_data_offset): given a file, mdadm 4.2 never moves data_offset;
+// the reshape runs in place, and the data a crash could lose is kept in
+// the file while it moves (the engine's in-place reshapes: a growth's
+// critical section once, a shrink's last windows, every window of a
+// change that keeps the number of data devices). The file is created as
+// reshape_open_backup_file creates it; the daemon removes it when the
+// reshape ends.
 
-// inPlace says whether mdadm 4.2 would reshape r in place with the file
-// given and mdtool does it: growth only (more data devices). A change
-// that keeps or lowers the number of data devices still moves
-// data_offset (with room), the backup file unused.
+// inPlace says whether the restripe r runs in place: whenever a backup
+// file is given, as in mdadm 4.2.
 func inPlace(o *growOptions, r restripe) bool {
-	return o.backupFile != "" && r.re.afterData > r.re.beforeData
+	return o.backupFile != ""
 }
 
-// createBackupFile is reshape_open_backup_file: the file must not exist
-// (O_EXCL), must not be on the array itself, and is filled with zeroes
-// for the backup and its 8 header sectors (synced).
-func createBackupFile(env *Env, o *growOptions, md string, r restripe) error {
-	fmt.Fprintf(env.Stderr, "mdtool: Need to backup %dK of critical section..\n", r.backupBlocks/2)
+// inPlaceBlocks is reshape_array's reshape unit from "started:" on: the
+// backup blocks, doubled for a change that keeps the number of data
+// devices while 32 units fit the component and the unit stays below 16M.
+func inPlaceBlocks(r restripe, component uint64) uint64 {
+	blocks := r.backupBlocks
+	if r.re.afterData == r.re.beforeData {
+		for blocks*32 < component && blocks < 16*1024*2 {
+			blocks *= 2
+		}
+	}
+	return blocks
+}
+
+// createBackupFile is reshape_array's "started:" path up to
+// reshape_open_backup_file: the file must not exist (O_EXCL), must not be
+// on the array itself, and is filled with zeroes for the backup and its 8
+// header sectors (synced).
+func createBackupFile(env *Env, o *growOptions, md string, r restripe, component uint64) error {
+	blocks := inPlaceBlocks(r, component)
+	if r.re.afterData != r.re.beforeData {
+		fmt.Fprintf(env.Stderr, "mdtool: Need to backup %dK of critical section..\n", blocks/2)
+	}
+	if blocks >= component/2 {
+		return exitf(ExitFailure, "%s: Something wrong - reshape aborted", md)
+	}
 	f, err := os.OpenFile(o.backupFile, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
 		return exitf(ExitFailure, "%s: cannot create backup file %s: %s", md, o.backupFile, strerror(err))
@@ -40,7 +61,7 @@ func createBackupFile(env *Env, o *growOptions, md string, r restripe) error {
 	}
 	zero := make([]byte, 512)
 	w := io.Writer(f)
-	for i := uint64(0); i < r.backupBlocks+8; i++ {
+	for i := uint64(0); i < blocks+8; i++ {
 		if _, err := w.Write(zero); err != nil {
 			return exitf(ExitFailure, "%s: cannot create backup file %s: %s", md, o.backupFile, strerror(err))
 		}

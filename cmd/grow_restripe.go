@@ -229,7 +229,7 @@ func runRestripe(env *Env, o *growOptions, cl *daemon.Client, st *daemon.Status,
 		}
 	}
 	if inPlace(o, r) {
-		if err := createBackupFile(env, o, md, r); err != nil {
+		if err := createBackupFile(env, o, md, r, st.ComponentSectors); err != nil {
 			return err
 		}
 	} else {
@@ -237,16 +237,8 @@ func runRestripe(env *Env, o *growOptions, cl *daemon.Client, st *daemon.Status,
 		if err != nil {
 			return exitf(ExitFailure, "%s: cannot get superblock: %v", md, err)
 		}
-		if !ok && o.backupFile != "" {
-			return exitf(ExitFailure, "%s: cannot reshape in place with backup file %s: mdtool backs up only the critical section of a growth, and there is no room to move the data", md, o.backupFile)
-		}
 		if !ok {
 			return noBackupFile(md, r, spares)
-		}
-		if o.backupFile != "" {
-			// mdadm 4.2 would reshape in place through the file; mdtool
-			// moves data_offset as mdadm 4.2 does without one.
-			fmt.Fprintf(env.Stderr, "mdtool: %s: data_offset moves; backup file %s is not used (mdtool reshapes in place only to grow)\n", md, o.backupFile)
 		}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), growTimeout)
@@ -291,6 +283,9 @@ func runRestripe(env *Env, o *growOptions, cl *daemon.Client, st *daemon.Status,
 		}
 		return exitf(ExitFailure, "Cannot set device shape for %s: %v", md, err)
 	}
+	if r.newLevel != r.re.level {
+		startReshapeMonitor(env, o, md, r.newLevel) // reshape_monitor.go
+	}
 	return nil
 }
 
@@ -319,7 +314,13 @@ func restripeRequest(r restripe) daemon.Request {
 func growSameLevel(env *Env, o *growOptions, cl *daemon.Client, st *daemon.Status, md string) error {
 	switch st.Level {
 	case superblock.LevelRAID0, superblock.LevelRAID4, superblock.LevelRAID5, superblock.LevelRAID6:
+	case superblock.LevelRAID10:
+		return exitf(ExitFailure, "reshape of this level is not supported yet")
 	default:
+		if o.chunk != "" {
+			// analyse_change's first test (tests/07changelevels: raid1 -n4 --chunk 32)
+			return exitf(ExitFailure, "chunk size not meaningful for this level")
+		}
 		return exitf(ExitFailure, "reshape of this level is not supported yet")
 	}
 	if o.raidDevices > st.RaidDisks {

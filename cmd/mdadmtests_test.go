@@ -39,6 +39,15 @@ type mdadmTest struct {
 	// $targetdir/served.md5 (servedmd5); the kernel's md5 of the final
 	// array must equal it (checkServedMD5).
 	md5 bool
+	// size is each member's size in bytes (0: mdadmTestDevSize).
+	size int64
+}
+
+func (c mdadmTest) devSize() int64 {
+	if c.size != 0 {
+		return c.size
+	}
+	return mdadmTestDevSize
 }
 
 var mdadmTests = []mdadmTest{
@@ -70,6 +79,8 @@ var mdadmTests = []mdadmTest{
 	// the VM, where mdtool's members have the loop devices' names that
 	// decide which mirror stays
 	{name: "r10takeover", devs: 6, final: []int{0, 2, 4, 5}, inVM: true},
+	// 21024K members: see the script's notes
+	{name: "07changelevels", devs: 5, size: 21024 << 10, final: []int{1}},
 	// not one of mdadm's tests: growth in place with --backup-file
 	{name: "r5growbackup", devs: 4, final: []int{0, 1, 2, 3}},
 }
@@ -247,7 +258,7 @@ func mdadmTestNames(c mdadmTest, dev func(i int) string) (names []string, env []
 func runMdadmTestHost(t *testing.T, bin, root, src string, c mdadmTest) string {
 	dir := filepath.Join(root, "mt", c.name)
 	names, env := mdadmTestNames(c, func(i int) string { return filepath.Join(dir, fmt.Sprintf("d%d.img", i)) })
-	mkImages(t, dir, c.devs)
+	mkImages(t, dir, c.devs, c.devSize())
 	log := filepath.Join(dir, "log")
 	script := `hostname mdvm
 [ -d /etc/mdadm ] && mount -t tmpfs none /etc/mdadm
@@ -283,9 +294,9 @@ func runMdadmTestHost(t *testing.T, bin, root, src string, c mdadmTest) string {
 func mdadmTestVMScript(tests []mdadmTest) string {
 	var s strings.Builder
 	s.WriteString("echo 500000 > /proc/sys/dev/raid/speed_limit_min\necho 2000000 > /proc/sys/dev/raid/speed_limit_max\nmkdir -p /tmp/img\n")
-	attach := func(n int) {
+	attach := func(n int, size int64) {
 		for i := 0; i < n; i++ {
-			fmt.Fprintf(&s, "rm -f /tmp/img/d%d; truncate -s %d /tmp/img/d%d; losetup /dev/loop%d /tmp/img/d%d || echo LOSETUP-FAILED\n", i, mdadmTestDevSize, i, i, i)
+			fmt.Fprintf(&s, "rm -f /tmp/img/d%d; truncate -s %d /tmp/img/d%d; losetup /dev/loop%d /tmp/img/d%d || echo LOSETUP-FAILED\n", i, size, i, i, i)
 		}
 	}
 	detach := func(n int) {
@@ -300,7 +311,7 @@ func mdadmTestVMScript(tests []mdadmTest) string {
 			k, v, _ := strings.Cut(env[i], "=")
 			env[i] = k + "='" + v + "'"
 		}
-		attach(c.devs)
+		attach(c.devs, c.devSize())
 		fmt.Fprintf(&s, "(export BIN=$(command -v mdadm) LOG=%s/log targetdir=%s %s; . /share/prelude.sh; . /share/tests/%s.sh; finish)\n",
 			dir, dir, strings.Join(env, " "), c.name)
 		s.WriteString("mdadm -Ss >/dev/null 2>&1\n")
@@ -309,7 +320,7 @@ func mdadmTestVMScript(tests []mdadmTest) string {
 			continue
 		}
 		mt := "/share/mt/" + c.name
-		attach(c.devs)
+		attach(c.devs, c.devSize())
 		fmt.Fprintf(&s, "(export BIN=/usr/bin/mdtool MDTOOL_RUN_DIR=/tmp/mdtool-%s MDTOOL_CONFIG=/dev/null MDTOOL_DEVICE=none LOG=%s/log targetdir=%s %s; . /share/prelude.sh; . /share/tests/%s.sh; finish; quiet -Ss)\n",
 			c.name, mt, mt, strings.Join(env, " "), c.name)
 		detach(c.devs)
@@ -489,14 +500,14 @@ func checkMdadmDiffs(t *testing.T, table []mdadmKnownDiff, name string, want []m
 }
 
 // mkImages makes n sparse member images d0.img... of mdadm's test size in dir.
-func mkImages(t *testing.T, dir string, n int) {
+func mkImages(t *testing.T, dir string, n int, size int64) {
 	t.Helper()
 	for i := 0; i < n; i++ {
 		p := filepath.Join(dir, fmt.Sprintf("d%d.img", i))
 		if err := os.WriteFile(p, nil, 0o644); err != nil {
 			t.Fatal(err)
 		}
-		if err := os.Truncate(p, mdadmTestDevSize); err != nil {
+		if err := os.Truncate(p, size); err != nil {
 			t.Fatal(err)
 		}
 	}

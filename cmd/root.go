@@ -220,6 +220,7 @@ overrides the built-in defaults (mdadm's).`,
 	root.AddCommand(newReadOnlyCmds(env)...)
 	root.AddCommand(
 		newMonitorCmd(env),
+		newReshapeMonitorCmd(env),
 		newGenDocsCmd(),
 	)
 	// Before classifyCobraErrors: cobra's completion commands take their

@@ -10,9 +10,15 @@
 # stderr and "--- rc=N"; its stdout is also printed, so that
 # uuid=$(mdadm -Db $md0 | sed ...) works as in mdadm's tests.
 
+# Its stderr goes through a pipe, read to its end: a step's log then holds
+# what a child it forked (mdadm's reshape monitor) prints before it exits,
+# whenever that is, instead of racing the next step for the file.
 mdadm() {
-	"$BIN" "$@" >"$targetdir/.out" 2>"$targetdir/.err"
-	rc=$?
+	{
+		"$BIN" "$@" 2>&1 >"$targetdir/.out"
+		echo $? >"$targetdir/.rc"
+	} | cat >"$targetdir/.err"
+	rc=$(cat "$targetdir/.rc")
 	{
 		echo "### mdadm $*"
 		cat "$targetdir/.out"
