@@ -345,28 +345,70 @@ func TestGrowLevelRestart(t *testing.T) {
 	}
 }
 
-// TestGrowRestripeBackupUnused: a chunk change given a --backup-file runs
-// by moving data_offset (mdtool reshapes in place only to grow) and says
-// so; the file is not created.
-func TestGrowRestripeBackupUnused(t *testing.T) {
-	dir := t.TempDir()
-	runDir := filepath.Join(dir, "run")
-	md := "/dev/md/rbu"
-	devs := mkArray(t, dir, md, 4, 16<<20, "-l5", "-n4", "-c64", "--assume-clean")
-	s := serve(t, runDir, md, devs...)
-	defer s.stopIfRunning()
-	bf := filepath.Join(dir, "backup")
-	code, _, errs := mdtool(t, "--grow", md, "--chunk=128", "--backup-file="+bf, "--run-dir", runDir)
-	want := "mdtool: " + md + ": data_offset moves; backup file " + bf + " is not used (mdtool reshapes in place only to grow)\n"
-	if code != 0 || errs != want {
-		t.Fatalf("grow --chunk=128 --backup-file: exit %d %q, want 0 %q", code, errs, want)
+// TestGrowRestripeInPlace: given a --backup-file, a chunk change, a
+// layout change and a shrink run in place as mdadm 4.2 runs them
+// (reshape_array without set_new_data_offset): data_offset unchanged,
+// "Need to backup" said only when the number of data devices changes,
+// the file removed at the end, the data intact.
+func TestGrowRestripeInPlace(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		create []string
+		grow   []string
+		errs   string
+		check  func(d map[string]any) bool
+	}{
+		{"chunk", []string{"-l5", "-n4", "-c64"}, []string{"--chunk=128"}, "",
+			func(d map[string]any) bool { return fmt.Sprint(d["chunk_size_kib"]) == "128" }},
+		{"layout", []string{"-l6", "-n4", "-c64"}, []string{"--layout=ra"}, "",
+			func(d map[string]any) bool { return d["layout"] == "right-asymmetric" }},
+		{"shrink", []string{"-l5", "-n4", "-c64"}, []string{"-n3"}, "mdtool: Need to backup 384K of critical section..\n",
+			func(d map[string]any) bool { return d["raid_devices"] == float64(3) }},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dir := t.TempDir()
+			runDir := filepath.Join(dir, "run")
+			md := "/dev/md/rip" + c.name
+			devs := mkArray(t, dir, md, 4, 16<<20, append(c.create, "--assume-clean")...)
+			_, before, _ := mdtool(t, "examine", devs[0])
+			s := serve(t, runDir, md, devs...)
+			defer s.stopIfRunning()
+			n := 8 << 20
+			if c.name == "shrink" {
+				n = 4 << 20
+				used, _ := detailJSONOf(t, runDir, md)["used_dev_size_kib"].(float64)
+				size := fmt.Sprintf("--array-size=%d", int(used)*2)
+				if code, _, errs := mdtool(t, "--grow", md, size, "--run-dir", runDir); code != 0 || used == 0 {
+					t.Fatalf("--array-size: exit %d %s", code, errs)
+				}
+			}
+			data := nbdWrite(t, s.nbdURI(), n)
+			bf := filepath.Join(dir, "backup")
+			code, _, errs := mdtool(t, append(append([]string{"--grow", md}, c.grow...), "--backup-file="+bf, "--run-dir", runDir)...)
+			if code != 0 || errs != c.errs {
+				t.Fatalf("grow %v --backup-file: exit %d %q, want 0 %q", c.grow, code, errs, c.errs)
+			}
+			syncDone(t, runDir, md, "reshape")
+			if d := detailJSONOf(t, runDir, md); !c.check(d) {
+				t.Errorf("after the reshape: %v", d)
+			}
+			if got := nbdRead(t, s.nbdURI(), len(data)); !bytes.Equal(got, data) {
+				t.Error("data changed by the in-place reshape")
+			}
+			s.stop()
+			if _, err := os.Stat(bf); !os.IsNotExist(err) {
+				t.Errorf("the backup file is still there after the reshape: %v", err)
+			}
+			off := ""
+			for _, l := range strings.Split(before, "\n") {
+				if strings.Contains(l, "Data Offset :") {
+					off = l
+				}
+			}
+			_, out, _ := mdtool(t, "examine", devs[0])
+			if off == "" || !strings.Contains(out, off) || strings.Contains(out, "Reshape") {
+				t.Errorf("%s after the reshape (want %q):\n%s", devs[0], off, out)
+			}
+		})
 	}
-	if _, err := os.Stat(bf); !os.IsNotExist(err) {
-		t.Errorf("backup file %s: %v, want it not created", bf, err)
-	}
-	waitFor(t, runDir, md, "reshape")
-	if got := detailJSONOf(t, runDir, md)["chunk_size_kib"]; fmt.Sprint(got) != "128" {
-		t.Errorf("chunk after the reshape: %v, want 128", got)
-	}
-	s.stop()
 }
