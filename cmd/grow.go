@@ -41,13 +41,14 @@ chooses it:
   --raid-devices=N (-n)                  raid4/5/6: reshape onto the spares,
                                          or onto fewer devices after
                                          --array-size
-  --chunk=N (-c), --layout=L (-p)        raid4/5/6: restripe in place
-                                         (data_offset moves; no backup file)
-  --raid-devices=N --backup-file=F       raid4/5/6 growth in place, as mdadm 4.2
-                                         does with a backup file (data_offset
-                                         unchanged; F is removed at the end);
-                                         with --chunk, --layout or a shrink F
-                                         is not used (data_offset moves)
+  --chunk=N (-c), --layout=L (-p)        raid4/5/6: restripe (data_offset
+                                         moves, as mdadm 4.2 moves it without
+                                         a backup file)
+  --backup-file=F                        with any of the above: reshape in
+                                         place, as mdadm 4.2 does with a
+                                         backup file (data_offset unchanged;
+                                         F keeps what a crash could lose and
+                                         is removed at the end)
   --level=N [--layout=L] [--add DEV]     change the level: by md's takeover
                                          (no data moves; a spare recovers a
                                          new role), or by mdadm 4.2's
