@@ -283,7 +283,9 @@ func runRestripe(env *Env, o *growOptions, cl *daemon.Client, st *daemon.Status,
 		}
 		return exitf(ExitFailure, "Cannot set device shape for %s: %v", md, err)
 	}
-	if r.newLevel != r.re.level {
+	if r.newLevel != r.re.level && inPlace(o, r) {
+		// mdadm's child keeps its stderr only on the in-place path (the
+		// one moving data_offset sends it to /dev/null: manage_fork_fds)
 		startReshapeMonitor(env, o, md, r.newLevel) // reshape_monitor.go
 	}
 	return nil

@@ -15,9 +15,11 @@ import (
 
 // mdadm 4.2's grow forks a child that watches a restriping reshape and,
 // when it ends, imposes the level the user asked for (a raid6 -> raid5
-// that first restripes to a parity-last layout), printing "level of MD
-// changed to raidN" on the stderr it shares with the command that
-// started it, long after that command returned. In mdtool the daemon
+// that first restripes to a parity-last layout). On the in-place path
+// (--backup-file; without systemd) that child prints "level of MD changed
+// to raidN" on the stderr it shares with the command that started it,
+// long after that command returned (the child of a reshape that moves
+// data_offset has /dev/null as its stderr). In mdtool the daemon
 // changes the level; grow starts this hidden command in the background
 // with its own stderr to say so at the same moment, as mdadm's child does.
 
