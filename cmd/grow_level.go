@@ -264,7 +264,7 @@ func growLevelLayout(o *growOptions, level, layout, newLevel int) (int, error) {
 
 // takeovers are the level changes the engine makes without moving data
 // (md's takeover functions).
-var takeovers = map[[2]int]bool{{1, 5}: true, {0, 4}: true, {0, 5}: true, {4, 0}: true, {5, 0}: true, {5, 6}: true, {6, 5}: true}
+var takeovers = map[[2]int]bool{{1, 5}: true, {5, 1}: true, {0, 4}: true, {0, 5}: true, {4, 0}: true, {5, 0}: true, {5, 6}: true, {6, 5}: true}
 
 // growLevel changes the level of a running array as mdadm 4.2 does when
 // no restripe is needed: the spare checks, "level of MD changed to

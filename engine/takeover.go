@@ -10,7 +10,7 @@ import (
 // Level changes without data movement: md's level_store calling the new
 // personality's takeover (Linux 6.1 raid5.c raid5_takeover_raid1,
 // raid45_takeover_raid0, raid5_takeover_raid6, raid6_takeover; raid0.c
-// raid0_takeover_raid45). Only the superblocks change (level, layout,
+// raid0_takeover_raid45; raid1.c raid1_takeover). Only the superblocks change (level, layout,
 // chunk, raid_disks, events); a role the new level adds is missing
 // (the array is degraded) until a spare recovers it.
 
@@ -56,8 +56,9 @@ func r5Layout(l int) (int, bool) {
 // raid0 (one zone) -> raid4/raid5 (parity-last, one more device, the
 // parity role missing), raid4/raid5 (parity-last, parity role missing) ->
 // raid0,
-// raid5 -> raid6 (the "-6" layout, Q on a new missing role) and raid6
-// ("-6" or parity-last) -> raid5 (the Q member becomes a spare). Every
+// raid5 -> raid6 (the "-6" layout, Q on a new missing role), raid6
+// ("-6" or parity-last) -> raid5 (the Q member becomes a spare) and
+// raid5 (2 devices) -> raid1. Every
 // other change is ErrTakeover; no change is made while a sync action or
 // a reshape runs (ErrBusy). A spare then recovers a missing role through
 // the sync thread.
@@ -265,6 +266,16 @@ func (a *Array) planTakeover(level layout.Level) (takeoverPlan, error) {
 		}
 		tp.devSize = a.geo.DevSectors(0)
 		tp.params = layout.Params{Level: level, Layout: l, ChunkSectors: chunk, RaidDisks: a.n - 1, ComponentSectors: tp.devSize}
+	case from == layout.RAID5 && level == layout.RAID1:
+		// raid1_takeover: a raid5 of 2 devices, any layout or chunk size
+		// (each stripe's parity is a copy of its one data chunk, so both
+		// members hold the array); dev_sectors stays.
+		if a.n != 2 {
+			return tp, fmt.Errorf("%w: raid1 can only take over a raid5 of 2 devices", ErrTakeover)
+		}
+		tp.devSize = a.geo.DevSectors(0)
+		tp.params = layout.Params{Level: level, RaidDisks: 2, ComponentSectors: tp.devSize}
+		tp.roles = append([]*member(nil), a.roles...)
 	default:
 		if tp, ok, err := a.planTakeoverRAID10(level); ok {
 			return tp, err
