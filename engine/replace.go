@@ -116,9 +116,12 @@ func (a *Array) Replace(role, with int) error {
 	}
 	a.cfgMu.RLock()
 	old := a.roles[role]
+	// md's remove_and_add_spares offers the spares in its rdev list's
+	// order, the device bound last first (see takeSparesInKernelOrder):
+	// without --with, the spare added last becomes the replacement.
 	var sp *member
-	for _, m := range a.all {
-		if m.role < 0 && !m.removed.Load() && m.State() == Spare && (with < 0 || m.index == with) {
+	for i := len(a.all) - 1; i >= 0; i-- {
+		if m := a.all[i]; m.role < 0 && !m.removed.Load() && m.State() == Spare && (with < 0 || m.index == with) {
 			sp = m
 			break
 		}
