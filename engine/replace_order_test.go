@@ -35,3 +35,47 @@ func TestReplaceTakesLastSpare(t *testing.T) {
 		}
 	}
 }
+
+// TestReplaceEvents: the superblock writes of a replacement, as md 6.1
+// makes them (tests/01replace in the VM: 17 -> replaced member 20, the
+// others 22 without --with; 19 and 21 with it): md's own hot add of the
+// spare (not with --with, which writes the spare's slot), md_do_sync's
+// end while the replaced member is still in sync, md_reap_sync_thread's
+// update with it faulty, and remove_and_add_spares taking it out of its
+// slot -- so the others end two events past the replaced member, and
+// --with one event below the replacement md chose itself.
+func TestReplaceEvents(t *testing.T) {
+	run := func(with bool) (old, others uint64) {
+		s := spec{level: "raid1", n: 2, devMiB: []int{4}}
+		mems := createChunk(t, s, 256<<10)
+		a := open(t, mems, recoverOptions())
+		spare := NewMemDevice(s.devSize(0))
+		idx, err := a.AddDevice(spare.Reopen(), AddOptions{Replacement: -1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		waitSync(t, a)
+		w := -1
+		if with {
+			w = idx
+		}
+		if err := a.Replace(1, w); err != nil {
+			t.Fatal(err)
+		}
+		waitSync(t, a)
+		a.Close()
+		old, others = readSB(t, mems[1]).Events, readSB(t, mems[0]).Events
+		if e := readSB(t, spare).Events; e != others {
+			t.Errorf("with=%v: the replacement has events %d, the other member %d", with, e, others)
+		}
+		return old, others
+	}
+	old, others := run(false)
+	if others != old+2 {
+		t.Errorf("without --with: replaced member %d, the others %d; want 2 more", old, others)
+	}
+	oldW, othersW := run(true)
+	if othersW != oldW+2 || othersW+1 != others {
+		t.Errorf("with --with: replaced member %d, the others %d; without: %d, %d", oldW, othersW, old, others)
+	}
+}
