@@ -80,9 +80,6 @@ func pauseAt(point string) {
 // chunk, daemon sleep, sync size of its choice): it is written with
 // all-ones bits to every in-sync member, then loaded as md loads it.
 func (a *Array) AddBitmap(offset int32, area bitmap.Header) error {
-	if err := a.refuse090("adding a bitmap"); err != nil {
-		return err
-	}
 	release, err := a.beginBitmapChange()
 	if err != nil {
 		return err
@@ -129,7 +126,7 @@ func (a *Array) AddBitmap(offset int32, area bitmap.Header) error {
 		undo()
 		return fmt.Errorf("engine: new bitmap: %w", err)
 	}
-	if err := h.CheckFor(a.uuid, a.meta.events); err != nil && !errors.As(err, new(*bitmap.StaleError)) {
+	if err := h.CheckFor(a.bitmapUUID(), a.meta.events); err != nil && !errors.As(err, new(*bitmap.StaleError)) {
 		undo()
 		return fmt.Errorf("engine: new bitmap: %w", err)
 	}
@@ -167,9 +164,6 @@ func (a *Array) startAddedBitmap(h *bitmap.Header, bits []byte) (writeIntent, er
 
 // RemoveBitmap removes the array's bitmap (mdadm --grow --bitmap=none).
 func (a *Array) RemoveBitmap() error {
-	if err := a.refuse090("removing the bitmap"); err != nil {
-		return err
-	}
 	release, err := a.beginBitmapChange()
 	if err != nil {
 		return err
@@ -257,6 +251,9 @@ func (a *Array) bitmapSource() *member {
 // member, durably. The rest of the last logical block is kept.
 func (a *Array) writeBitmapAreas(offset int32, h *bitmap.Header) error {
 	buf := bitmap.NewArea(h, 0xff, bitmap.AreaAlign(offset))
+	if a.is090() {
+		buf = area090(buf)
+	}
 	a.cfgMu.RLock()
 	var ms []*member
 	for _, m := range a.roles {

@@ -85,9 +85,35 @@ func (a *Array) bitmapUUID() [16]byte {
 	return a.uuid
 }
 
+// is090 says whether the array's members carry 0.90 superblocks.
+func (a *Array) is090() bool {
+	for _, m := range a.all {
+		if m != nil && m.ls != nil && m.ls.v090 != nil {
+			return true
+		}
+	}
+	return false
+}
+
+// area090 is what mdadm 4.2's write_bitmap0 writes after a 0.90
+// superblock: the bitmap (header and bits, buf) padded with all-ones to
+// 60 KiB, the room md gives a 0.90 bitmap.
+func area090(buf []byte) []byte {
+	const room = 60 << 10
+	if len(buf) >= room {
+		return buf
+	}
+	out := make([]byte, room)
+	copy(out, buf)
+	for i := len(buf); i < room; i++ {
+		out[i] = 0xff
+	}
+	return out
+}
+
 // refuse090 refuses the operations that would write 1.x metadata or
 // change the geometry of a 0.90 array (not supported yet: adding a
-// device, adding or removing a bitmap, growing, reshaping).
+// device, growing, reshaping).
 func (a *Array) refuse090(what string) error {
 	for _, m := range a.all {
 		if m != nil && m.ls != nil && m.ls.v090 != nil {

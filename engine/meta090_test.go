@@ -24,9 +24,9 @@ func read090(t *testing.T, m *MemDevice) *superblock.SuperblockV090 {
 
 // A 0.90 raid5 with a bitmap, as create -e 0.90 writes it: the engine
 // serves it, keeps its superblocks in 0.90 form (clean after Close, valid
-// checksums, each member's this_disk its own slot), records a failed
-// member as md does (slot removed+faulty, the member under a spare's
-// number) and refuses what would write 1.x metadata.
+// checksums, each member's this_disk its own slot), removes and adds its
+// bitmap (--grow --bitmap) and records a failed member as md does (slot
+// removed+faulty, the member under a spare's number).
 func TestEngine090(t *testing.T) {
 	mems := create(t, spec{level: "raid5", n: 4, chunkKiB: 64, metadata: "0.90", bitmap: true})
 	a := open(t, mems, testOptions())
@@ -34,12 +34,23 @@ func TestEngine090(t *testing.T) {
 	p := make([]byte, 3*a.IOOpt()+12345&^511)
 	fillPattern(newRand(7), p)
 	mustWrite(t, a, m, p, 4096)
-	if err := a.AddBitmap(8, bitmap.Header{}); !errors.Is(err, ErrUnsupported) {
-		t.Errorf("AddBitmap on 0.90: %v", err)
+	// --grow --bitmap=none, then internal (add_internal_bitmap0's
+	// header: 4 KiB after the superblock, 0.90's uuid words).
+	if err := a.RemoveBitmap(); err != nil {
+		t.Fatalf("RemoveBitmap on 0.90: %v", err)
 	}
-	if err := a.RemoveBitmap(); !errors.Is(err, ErrUnsupported) {
-		t.Errorf("RemoveBitmap on 0.90: %v", err)
+	if sb := read090(t, mems[0]); sb.State&superblock.SB090BitmapPresent != 0 || a.HasBitmap() {
+		t.Errorf("after the removal: state %#x, bitmap %v", sb.State, a.HasBitmap())
 	}
+	h := bitmap.Header{Magic: bitmap.Magic, Version: bitmap.Version, UUID: read090(t, mems[0]).BitmapUUID090(),
+		ChunkSize: 64 << 10, DaemonSleep: 5, SyncSize: a.BitmapSyncSectors()}
+	if err := a.AddBitmap(8, h); err != nil {
+		t.Fatalf("AddBitmap on 0.90: %v", err)
+	}
+	if err := a.AddBitmap(8, h); !errors.Is(err, ErrBitmapPresent) {
+		t.Errorf("a second AddBitmap: %v", err)
+	}
+	mustWrite(t, a, m, p[:4096], 1<<20)
 	a.Close() // (memory members report ErrClosed at Close)
 	var ev uint64
 	for i, mem := range mems {
@@ -52,6 +63,13 @@ func TestEngine090(t *testing.T) {
 			t.Errorf("member %d: events %d, member 0 %d", i, sb.Events(), ev)
 		}
 		ev = sb.Events()
+		raw := make([]byte, bitmap.HeaderSize)
+		if _, err := mem.Reopen().ReadAt(raw, int64(superblock.Offset090(uint64(mem.Geometry().Size)))+4096); err != nil {
+			t.Fatal(err)
+		}
+		if bh, err := bitmap.Parse(raw); err != nil || bh.UUID != sb.BitmapUUID090() || bh.Events != sb.Events() || bh.ChunkSize != 64<<10 {
+			t.Errorf("member %d: the added bitmap %+v, %v (superblock events %d)", i, bh, err, sb.Events())
+		}
 	}
 
 	a = open(t, mems, testOptions())

@@ -278,7 +278,7 @@ func (a *Array) checkRecovery() {
 		a.sc.mu.Lock()
 		a.sc.action = ActionRecover
 		a.sc.mu.Unlock()
-		a.startReplace(ctx, old, sp, true)
+		a.startReplace(ctx, old, sp, true, false)
 		return
 	}
 	act := a.pickAction()

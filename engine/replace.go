@@ -116,9 +116,12 @@ func (a *Array) Replace(role, with int) error {
 	}
 	a.cfgMu.RLock()
 	old := a.roles[role]
+	// md's remove_and_add_spares offers the spares in its rdev list's
+	// order, the device bound last first (see takeSparesInKernelOrder):
+	// without --with, the spare added last becomes the replacement.
 	var sp *member
-	for _, m := range a.all {
-		if m.role < 0 && !m.removed.Load() && m.State() == Spare && (with < 0 || m.index == with) {
+	for i := len(a.all) - 1; i >= 0; i-- {
+		if m := a.all[i]; m.role < 0 && !m.removed.Load() && m.State() == Spare && (with < 0 || m.index == with) {
 			sp = m
 			break
 		}
@@ -140,14 +143,18 @@ func (a *Array) Replace(role, with int) error {
 	if !ok {
 		return ErrBusy
 	}
-	a.startReplace(ctx, old, sp, false)
+	a.startReplace(ctx, old, sp, false, with < 0)
 	return nil
 }
 
 // startReplace sets up the write mirroring and runs the replacement in
 // the claimed sync slot; resume continues a replacement found at Open
-// from its recovery_offset.
-func (a *Array) startReplace(ctx context.Context, old, sp *member, resume bool) {
+// from its recovery_offset. hotAdd: md itself makes the spare the
+// replacement (remove_and_add_spares' hot_add_disk, MD_SB_CHANGE_DEVS: the
+// superblocks are written, one event); mdadm's --with writes the spare's
+// slot instead (slot_store), which writes nothing, and a replacement
+// resumed at Open is in its slot already.
+func (a *Array) startReplace(ctx context.Context, old, sp *member, resume, hotAdd bool) {
 	role := old.role
 	tee := &teeDevice{Device: old.dev, lo: old.dataOff, hi: old.dataOff + int64(a.geo.DevSectors(role))*512, repl: sp}
 	tee.onError = func(err error) {
@@ -168,9 +175,11 @@ func (a *Array) startReplace(ctx context.Context, old, sp *member, resume bool) 
 	sp.state.Store(uint32(Recovering))
 	old.dev = tee
 	a.cfgMu.Unlock()
-	a.meta.changeDevs = true
-	if err := a.updateSuperLocked(true); err != nil {
-		a.opts.Logf("md: superblock update: %v", err)
+	if hotAdd {
+		a.meta.changeDevs = true
+		if err := a.updateSuperLocked(true); err != nil {
+			a.opts.Logf("md: superblock update: %v", err)
+		}
 	}
 	a.meta.mu.Unlock()
 	a.resume()
@@ -245,6 +254,15 @@ func (r *replaceAction) finish(_ uint64, err error) error {
 	a, old, sp, role := r.a, r.old, r.sp, r.role
 	a.suspend()
 	a.meta.mu.Lock()
+	complete := err == nil && sp.State() == Recovering && old.State() == InSync
+	if complete {
+		// md_do_sync ends with MD_SB_CHANGE_DEVS, written while the
+		// replaced member is still in sync (it gets this one too).
+		a.meta.changeDevs = true
+		if uerr := a.updateSuperLocked(true); uerr != nil {
+			a.opts.Logf("md: superblock update: %v", uerr)
+		}
+	}
 	a.cfgMu.Lock()
 	a.failMu.Lock()
 	old.dev = r.tee.Device
@@ -275,9 +293,20 @@ func (r *replaceAction) finish(_ uint64, err error) error {
 	}
 	a.failMu.Unlock()
 	a.cfgMu.Unlock()
+	// md_reap_sync_thread's md_update_sb(mddev, 1): spare_active made
+	// the replaced member faulty.
 	a.meta.changeDevs = true
 	if uerr := a.updateSuperLocked(true); uerr != nil {
 		a.opts.Logf("md: superblock update: %v", uerr)
+	}
+	if complete && old.State() == Faulty {
+		// md_check_recovery's next remove_and_add_spares takes the
+		// faulty member out of its slot (the replacement moves down)
+		// and sets MD_SB_CHANGE_DEVS: the superblocks are written again.
+		a.meta.changeDevs = true
+		if uerr := a.updateSuperLocked(true); uerr != nil {
+			a.opts.Logf("md: superblock update: %v", uerr)
+		}
 	}
 	a.meta.mu.Unlock()
 	a.resume()

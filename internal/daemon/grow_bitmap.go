@@ -73,7 +73,7 @@ func (s *Service) growBitmap(req Request) error {
 		if err != nil {
 			return Errorf(CodeFailed, "failed to load super-block: %v", err)
 		}
-		o, h, err := plan.GrowBitmap(sb, req.BitmapChunk)
+		o, h, err := growBitmapPlan(&spec, sb, req.BitmapChunk)
 		switch {
 		case errors.Is(err, plan.ErrBitmapLevel):
 			return Errorf(CodeBitmapLevel, "bitmaps not meaningful with level %d", sb.Level)

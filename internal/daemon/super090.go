@@ -1,6 +1,10 @@
 package daemon
 
-import "mdtool/superblock"
+import (
+	"mdtool/bitmap"
+	"mdtool/internal/mdadm/plan"
+	"mdtool/superblock"
+)
 
 // view090 reads a 0.90 superblock at byte sbOffset (its area in buf) as
 // its v1 view (superblock.V1View), encoded as a v1 superblock, which is
@@ -29,4 +33,16 @@ func read090(m *MemberSpec) []byte {
 		return nil
 	}
 	return buf
+}
+
+// growBitmapPlan is mdadm's add_internal_bitmap for --grow on member m
+// (sb: its superblock or 0.90 view): add_internal_bitmap0 for 0.90,
+// add_internal_bitmap1 otherwise.
+func growBitmapPlan(m *MemberSpec, sb *superblock.Superblock, chunk uint64) (int32, bitmap.Header, error) {
+	if raw := read090(m); raw != nil {
+		if sb090, err := superblock.Parse090(raw); sb090 != nil && err == nil {
+			return plan.GrowBitmap090(sb090, sb, chunk)
+		}
+	}
+	return plan.GrowBitmap(sb, chunk)
 }
