@@ -820,7 +820,7 @@ func (as *assembler) selectDevices(j assembleJob, list []string) ([]*asmDev, Exi
 		if !as.identMatches(j.ident, d, report) {
 			continue
 		}
-		if isBusy(d) {
+		if isBusy(d) || as.incrementalWaiting(path) {
 			if report {
 				as.errf("%s is busy - skipping\n", path)
 			}
@@ -942,6 +942,7 @@ func (as *assembler) assemble(j assembleJob) ExitCode {
 	if mddev == "" {
 		mddev = as.autoName(ref.sb)
 	}
+	devs, mddev, waiting := as.mergeIncremental(j, mddev, devs)
 	// An array with this UUID already served by a daemon?
 	if dev := as.activeWithUUID(ref.sb.SetUUID); dev != "" && as.o.update != "uuid" {
 		as.errf("Found some drive for an array that is already active: %s\n", dev)
@@ -967,6 +968,8 @@ func (as *assembler) assemble(j assembleJob) ExitCode {
 	if r != ExitOK || len(as.started) == started {
 		// Not started (refused, or left unstarted by --no-degraded).
 		lock.Release()
+	} else if waiting != "" {
+		dropMapEntry(as.o.srv.runDir, waiting)
 	}
 	return r
 }
