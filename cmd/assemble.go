@@ -167,11 +167,11 @@ func newAssembleCmd(env *Env) *cobra.Command {
 	f.StringVarP(&o.config, "config", "c", "", "mdadm.conf to read (default /etc/mdadm/mdadm.conf, then /etc/mdadm.conf)")
 	f.StringVarP(&o.update, "update", "U", "", "rewrite the members' superblocks before the start: uuid, name, homehost, resync, devicesize, bbl, no-bbl, ... ('?' lists them)")
 	f.StringVarP(&o.auto, "auto", "a", "", "accepted for mdadm compatibility; no device nodes are created")
-	f.StringVarP(&o.superMinor, "super-minor", "m", "", "not supported (0.90 metadata)")
+	f.StringVarP(&o.superMinor, "super-minor", "m", "", "only members whose 0.90 superblock has this preferred minor (\"dev\": the md device's)")
 	f.StringVar(&o.backupFile, "backup-file", "", "the backup file of an in-place reshape: its critical section is restored if needed")
 	f.BoolVar(&o.foreground, "foreground", false, "serve in this process until stopped, instead of a background daemon")
 	addServeFlags(f, &o.srv)
-	for _, n := range []string{"auto", "super-minor"} {
+	for _, n := range []string{"auto"} {
 		_ = f.MarkHidden(n)
 	}
 	return c
@@ -204,9 +204,12 @@ type assembleIdent struct {
 	level     int    // LevelUnset if not given
 	raidDisks int    // -1 if not given
 	devices   string
+	// superMinor is --super-minor or super-minor=: the preferred minor
+	// of a 0.90 superblock (-1 if not given).
+	superMinor int
 }
 
-func newIdent() assembleIdent { return assembleIdent{level: LevelUnset, raidDisks: -1} }
+func newIdent() assembleIdent { return assembleIdent{level: LevelUnset, raidDisks: -1, superMinor: -1} }
 
 func identFromConf(a *ConfArray) assembleIdent {
 	id := newIdent()
@@ -218,11 +221,12 @@ func identFromConf(a *ConfArray) assembleIdent {
 	id.level = a.Level
 	id.raidDisks = a.RaidDisks
 	id.devices = a.Devices
+	id.superMinor = a.SuperMinor
 	return id
 }
 
 func (id assembleIdent) any() bool {
-	return id.uuidSet || id.name != "" || id.devices != ""
+	return id.uuidSet || id.name != "" || id.devices != "" || id.superMinor >= 0
 }
 
 // assembleJob is one call of mdadm's Assemble(): an md device (or "" for
@@ -298,6 +302,9 @@ func runAssemble(env *Env, o *assembleOptions, args []string, homehostFlag strin
 	cmdIdent := newIdent()
 	cmdIdent.uuid, cmdIdent.uuidSet = uuid, o.uuid != ""
 	cmdIdent.name = o.name
+	if cmdIdent.superMinor, err = superMinorFlag(o.superMinor, args); err != nil {
+		return err
+	}
 
 	jobs, rv, err := as.jobsFor(args, cmdIdent)
 	if err != nil {
@@ -327,9 +334,6 @@ func runAssemble(env *Env, o *assembleOptions, args []string, homehostFlag strin
 // and returns --uuid's value.
 func checkAssembleFlags(o *assembleOptions, args []string) ([16]byte, error) {
 	var uuid [16]byte
-	if o.superMinor != "" {
-		return uuid, usagef("--super-minor is not supported (0.90 metadata cannot be assembled)")
-	}
 	if !o.scan && o.noDegraded {
 		return uuid, exitf(ExitFailure, "--no-degraded not meaningful without a --scan assembly.")
 	}
@@ -362,7 +366,7 @@ func checkAssembleFlags(o *assembleOptions, args []string) ([16]byte, error) {
 func (as *assembler) jobsFor(args []string, cmdIdent assembleIdent) (jobs []assembleJob, rv ExitCode, err error) {
 	o, conf := as.o, as.conf
 	switch {
-	case !o.scan && len(args) == 1 && !cmdIdent.uuidSet && cmdIdent.name == "":
+	case !o.scan && len(args) == 1 && !cmdIdent.uuidSet && cmdIdent.name == "" && cmdIdent.superMinor < 0:
 		// Only an md device: its identity comes from mdadm.conf.
 		a := confArrayFor(conf, args[0])
 		if a == nil {
@@ -730,6 +734,9 @@ func (as *assembler) identMatches(id assembleIdent, d *asmDev, report bool) bool
 		(id.nameAlt == "" || !nameMatches(sb.Name(), id.nameAlt, as.homehost)) {
 		return say("%s has wrong name.\n")
 	}
+	if id.superMinor >= 0 && id.superMinor != preferredMinor(d) {
+		return say("%s has wrong super-minor.\n")
+	}
 	if id.level != LevelUnset && id.level != int(sb.Level) {
 		return say("%s has wrong raid level.\n")
 	}
@@ -811,7 +818,7 @@ func (as *assembler) selectDevices(j assembleJob, list []string) ([]*asmDev, Exi
 					as.errf("%s\n", w)
 				}
 			}
-			if j.auto || !j.inargv || j.ident.name != "" || j.ident.uuidSet {
+			if j.auto || !j.inargv || j.ident.name != "" || j.ident.uuidSet || j.ident.superMinor >= 0 {
 				continue
 			}
 			as.errf("%s has no superblock - assembly aborted\n", path)
