@@ -38,7 +38,7 @@ the superblocks.
 Members are chosen exactly as mdadm 4.2 chooses them: the freshest active
 member (highest event count) is the reference; members at most one event
 behind it are used; older ("non-fresh") members and members that record the
-reference as failed are left out, and mdtool says which and why. Devices of
+reference as failed are left out (with --verbose mdtool says which and why). Devices of
 another array, or without a superblock, abort the assembly. Nothing is
 written to any member unless the array starts (or --force is given, which
 updates stale event counts as mdadm does).
@@ -1304,9 +1304,9 @@ func (as *assembler) rewriteChosen(st *asmArray) bool {
 	return true
 }
 
-// reportNonFresh says which members are left out for being older than
-// the reference (the kernel would kick them: "kicking non-fresh ... from
-// array").
+// reportNonFresh says, with --verbose, which members are left out for
+// being older than the reference (the kernel kicks them: "kicking
+// non-fresh ... from array" in its log; mdadm 4.2 says nothing).
 func (as *assembler) reportNonFresh(st *asmArray) {
 	inBest := map[int]bool{}
 	for _, k := range st.best {
@@ -1320,7 +1320,7 @@ func (as *assembler) reportNonFresh(st *asmArray) {
 		if !inBest[k] && d.events >= mr.events {
 			continue // left out for reporting the reference as failed
 		}
-		if as.verbose < 0 {
+		if as.verbose <= 0 {
 			continue
 		}
 		if d.events > mr.events {
