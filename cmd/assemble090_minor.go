@@ -45,7 +45,8 @@ func preferredMinor(d *asmDev) int {
 
 // updateOne090 is update_super0 and store_super0 for the words that
 // change a 0.90 superblock in place: "super-minor" (the md device's minor
-// becomes the preferred minor) and "resync". Any other word is not
+// becomes the preferred minor), "resync" and "metadata" (to 1.0:
+// assemble090_metadata.go). Any other word is not
 // understood for 0.90 metadata (its 1.x rewrite must not land there).
 func (as *assembler) updateOne090(m *member.Member, d *asmDev, u, mddev string) bool {
 	p, err := probeDevice(d.path)
@@ -64,6 +65,8 @@ func (as *assembler) updateOne090(m *member.Member, d *asmDev, u, mddev string) 
 	case "resync":
 		sb.State &^= superblock.SB090Clean
 		sb.RecoveryCP = 0
+	case "metadata":
+		return as.updateMetadata090(m, d, sb)
 	default:
 		as.errf("--update=%s not understood for 0.90 metadata\n", u)
 		return false

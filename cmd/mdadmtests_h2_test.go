@@ -21,6 +21,5 @@ func init() {
 		// as in 03r5assemV1: "-Db" right after "-CR" counts the device
 		// being recovered as a spare while its recovery runs (timing)
 		mdadmKnownDiff{test: "03r5assem", mask: regexp.MustCompile(`(### mdadm -CR [^\n]*\n(?:[^#][^\n]*\n)*### mdadm -Db /dev/md1\nARRAY /dev/md1 metadata=0\.90 )spares=\d+ `), repl: "${1}", item: "recovery still running at the first -Db"},
-		mdadmKnownDiff{test: "04update-metadata", from: "--update=metadata", item: "--update=metadata (0.90 -> 1.0) is not implemented"},
 	)
 }
