@@ -38,7 +38,7 @@ the superblocks.
 Members are chosen exactly as mdadm 4.2 chooses them: the freshest active
 member (highest event count) is the reference; members at most one event
 behind it are used; older ("non-fresh") members and members that record the
-reference as failed are left out, and mdtool says which and why. Devices of
+reference as failed are left out (with --verbose mdtool says which and why). Devices of
 another array, or without a superblock, abort the assembly. Nothing is
 written to any member unless the array starts (or --force is given, which
 updates stale event counts as mdadm does).
@@ -167,11 +167,11 @@ func newAssembleCmd(env *Env) *cobra.Command {
 	f.StringVarP(&o.config, "config", "c", "", "mdadm.conf to read (default /etc/mdadm/mdadm.conf, then /etc/mdadm.conf)")
 	f.StringVarP(&o.update, "update", "U", "", "rewrite the members' superblocks before the start: uuid, name, homehost, resync, devicesize, bbl, no-bbl, ... ('?' lists them)")
 	f.StringVarP(&o.auto, "auto", "a", "", "accepted for mdadm compatibility; no device nodes are created")
-	f.StringVarP(&o.superMinor, "super-minor", "m", "", "not supported (0.90 metadata)")
+	f.StringVarP(&o.superMinor, "super-minor", "m", "", "only members whose 0.90 superblock has this preferred minor (\"dev\": the md device's)")
 	f.StringVar(&o.backupFile, "backup-file", "", "the backup file of an in-place reshape: its critical section is restored if needed")
 	f.BoolVar(&o.foreground, "foreground", false, "serve in this process until stopped, instead of a background daemon")
 	addServeFlags(f, &o.srv)
-	for _, n := range []string{"auto", "super-minor"} {
+	for _, n := range []string{"auto"} {
 		_ = f.MarkHidden(n)
 	}
 	return c
@@ -204,9 +204,12 @@ type assembleIdent struct {
 	level     int    // LevelUnset if not given
 	raidDisks int    // -1 if not given
 	devices   string
+	// superMinor is --super-minor or super-minor=: the preferred minor
+	// of a 0.90 superblock (-1 if not given).
+	superMinor int
 }
 
-func newIdent() assembleIdent { return assembleIdent{level: LevelUnset, raidDisks: -1} }
+func newIdent() assembleIdent { return assembleIdent{level: LevelUnset, raidDisks: -1, superMinor: -1} }
 
 func identFromConf(a *ConfArray) assembleIdent {
 	id := newIdent()
@@ -218,11 +221,12 @@ func identFromConf(a *ConfArray) assembleIdent {
 	id.level = a.Level
 	id.raidDisks = a.RaidDisks
 	id.devices = a.Devices
+	id.superMinor = a.SuperMinor
 	return id
 }
 
 func (id assembleIdent) any() bool {
-	return id.uuidSet || id.name != "" || id.devices != ""
+	return id.uuidSet || id.name != "" || id.devices != "" || id.superMinor >= 0
 }
 
 // assembleJob is one call of mdadm's Assemble(): an md device (or "" for
@@ -298,6 +302,9 @@ func runAssemble(env *Env, o *assembleOptions, args []string, homehostFlag strin
 	cmdIdent := newIdent()
 	cmdIdent.uuid, cmdIdent.uuidSet = uuid, o.uuid != ""
 	cmdIdent.name = o.name
+	if cmdIdent.superMinor, err = superMinorFlag(o.superMinor, args); err != nil {
+		return err
+	}
 
 	jobs, rv, err := as.jobsFor(args, cmdIdent)
 	if err != nil {
@@ -327,9 +334,6 @@ func runAssemble(env *Env, o *assembleOptions, args []string, homehostFlag strin
 // and returns --uuid's value.
 func checkAssembleFlags(o *assembleOptions, args []string) ([16]byte, error) {
 	var uuid [16]byte
-	if o.superMinor != "" {
-		return uuid, usagef("--super-minor is not supported (0.90 metadata cannot be assembled)")
-	}
 	if !o.scan && o.noDegraded {
 		return uuid, exitf(ExitFailure, "--no-degraded not meaningful without a --scan assembly.")
 	}
@@ -362,7 +366,7 @@ func checkAssembleFlags(o *assembleOptions, args []string) ([16]byte, error) {
 func (as *assembler) jobsFor(args []string, cmdIdent assembleIdent) (jobs []assembleJob, rv ExitCode, err error) {
 	o, conf := as.o, as.conf
 	switch {
-	case !o.scan && len(args) == 1 && !cmdIdent.uuidSet && cmdIdent.name == "":
+	case !o.scan && len(args) == 1 && !cmdIdent.uuidSet && cmdIdent.name == "" && cmdIdent.superMinor < 0:
 		// Only an md device: its identity comes from mdadm.conf.
 		a := confArrayFor(conf, args[0])
 		if a == nil {
@@ -730,6 +734,9 @@ func (as *assembler) identMatches(id assembleIdent, d *asmDev, report bool) bool
 		(id.nameAlt == "" || !nameMatches(sb.Name(), id.nameAlt, as.homehost)) {
 		return say("%s has wrong name.\n")
 	}
+	if id.superMinor >= 0 && id.superMinor != preferredMinor(d) {
+		return say("%s has wrong super-minor.\n")
+	}
 	if id.level != LevelUnset && id.level != int(sb.Level) {
 		return say("%s has wrong raid level.\n")
 	}
@@ -811,7 +818,7 @@ func (as *assembler) selectDevices(j assembleJob, list []string) ([]*asmDev, Exi
 					as.errf("%s\n", w)
 				}
 			}
-			if j.auto || !j.inargv || j.ident.name != "" || j.ident.uuidSet {
+			if j.auto || !j.inargv || j.ident.name != "" || j.ident.uuidSet || j.ident.superMinor >= 0 {
 				continue
 			}
 			as.errf("%s has no superblock - assembly aborted\n", path)
@@ -820,7 +827,7 @@ func (as *assembler) selectDevices(j assembleJob, list []string) ([]*asmDev, Exi
 		if !as.identMatches(j.ident, d, report) {
 			continue
 		}
-		if isBusy(d) {
+		if isBusy(d) || as.incrementalWaiting(path) {
 			if report {
 				as.errf("%s is busy - skipping\n", path)
 			}
@@ -942,6 +949,7 @@ func (as *assembler) assemble(j assembleJob) ExitCode {
 	if mddev == "" {
 		mddev = as.autoName(ref.sb)
 	}
+	devs, mddev, waiting := as.mergeIncremental(j, mddev, devs)
 	// An array with this UUID already served by a daemon?
 	if dev := as.activeWithUUID(ref.sb.SetUUID); dev != "" && as.o.update != "uuid" {
 		as.errf("Found some drive for an array that is already active: %s\n", dev)
@@ -967,6 +975,8 @@ func (as *assembler) assemble(j assembleJob) ExitCode {
 	if r != ExitOK || len(as.started) == started {
 		// Not started (refused, or left unstarted by --no-degraded).
 		lock.Release()
+	} else if waiting != "" {
+		dropMapEntry(as.o.srv.runDir, waiting)
 	}
 	return r
 }
@@ -1294,9 +1304,9 @@ func (as *assembler) rewriteChosen(st *asmArray) bool {
 	return true
 }
 
-// reportNonFresh says which members are left out for being older than
-// the reference (the kernel would kick them: "kicking non-fresh ... from
-// array").
+// reportNonFresh says, with --verbose, which members are left out for
+// being older than the reference (the kernel kicks them: "kicking
+// non-fresh ... from array" in its log; mdadm 4.2 says nothing).
 func (as *assembler) reportNonFresh(st *asmArray) {
 	inBest := map[int]bool{}
 	for _, k := range st.best {
@@ -1310,7 +1320,7 @@ func (as *assembler) reportNonFresh(st *asmArray) {
 		if !inBest[k] && d.events >= mr.events {
 			continue // left out for reporting the reference as failed
 		}
-		if as.verbose < 0 {
+		if as.verbose <= 0 {
 			continue
 		}
 		if d.events > mr.events {

@@ -286,10 +286,10 @@ func TestAssembleRefusalsWriteNothing(t *testing.T) {
 			[]string{"/dev/md/r5 assembled from 2 drives - not enough to start the array."}},
 		{"too few with --run", []string{"/dev/md/r5", "--run", r5[0], r5[1]}, 1,
 			[]string{"failed to RUN_ARRAY /dev/md/r5: Input/output error", "Not enough devices to start the array."}},
-		{"stale member and too few fresh ones", []string{"/dev/md/st", stale[1], stale[2], stale[3]}, 1,
+		{"stale member and too few fresh ones", []string{"/dev/md/st", "-v", stale[1], stale[2], stale[3]}, 1,
 			[]string{stale[3] + " is not fresh (events 0, the array is at ",
 				"/dev/md/st assembled from 2 drives - not enough to start the array."}},
-		{"stale member with --run", []string{"/dev/md/st", "--run", stale[1], stale[2], stale[3]}, 1,
+		{"stale member with --run", []string{"/dev/md/st", "-v", "--run", stale[1], stale[2], stale[3]}, 1,
 			[]string{stale[3] + " is not fresh", "Not enough devices to start the array."}},
 		{"wrong uuid", []string{"/dev/md/r5", "--uuid", "01234567:89abcdef:01234567:89abcdef", r5[0], r5[1], r5[2], r5[3]}, 2,
 			[]string{r5[0] + " has wrong uuid.", r5[3] + " has wrong uuid."}},
@@ -408,7 +408,7 @@ func TestAssembleMessages(t *testing.T) {
 	s = serve(t, runDir, "/dev/md/stale", "--run", st[0], st[1])
 	nbdWrite(t, s.nbdURI(), 1<<20)
 	s.stop()
-	s = serve(t, runDir, "/dev/md/stale", st[2], st[1], st[0])
+	s = serve(t, runDir, "/dev/md/stale", "-v", st[2], st[1], st[0])
 	got := s.stderr.String()
 	if !strings.Contains(got, "mdtool: "+st[2]+" is not fresh (events 0, the array is at ") ||
 		!strings.Contains(got, "mdtool: /dev/md/stale has been started with 2 drives (out of 3).\n") {
@@ -609,7 +609,7 @@ func TestAssembleForce(t *testing.T) {
 	copyFile(t, devs[2]+".old", devs[2])
 	copyFile(t, devs[3]+".old", devs[3])
 	before := hashAll(t, devs)
-	code, _, errs := mdtool(t, append([]string{"assemble", "--foreground", "--run-dir", runDir, "/dev/md/fo"}, devs...)...)
+	code, _, errs := mdtool(t, append([]string{"assemble", "--foreground", "-v", "--run-dir", runDir, "/dev/md/fo"}, devs...)...)
 	if code != 1 || !strings.Contains(errs, "mdtool: "+devs[2]+" is not fresh (events 0, the array is at ") ||
 		!strings.Contains(errs, "mdtool: /dev/md/fo assembled from 2 drives - not enough to start the array.\n") {
 		t.Errorf("without --force: exit %d:\n%s", code, errs)

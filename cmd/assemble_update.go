@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"mdtool/bitmap"
+	"mdtool/engine"
 	"mdtool/internal/daemon"
 	"mdtool/internal/mdadm/member"
 	"mdtool/superblock"
@@ -91,7 +92,12 @@ func (as *assembler) updateSupers(j assembleJob, mddev string, devs []*asmDev) b
 			as.errf("cannot re-read metadata from %s - aborting\n", d.path)
 			return false
 		}
-		ok := as.updateOne(m, d, u, id)
+		var ok bool
+		if d.minor == engine.Minor090 {
+			ok = as.updateOne090(m, d, u, mddev)
+		} else {
+			ok = as.updateOne(m, d, u, id)
+		}
 		m.Close()
 		if !ok {
 			return false

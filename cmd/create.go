@@ -45,6 +45,8 @@ type createOptions struct {
 	verbose      bool         // -v, --verbose
 	verbosity    int          // mdadm's c->verbose (create_notes.go)
 	srv          serveOptions // the NBD limits of the daemon it starts
+	devMarks     []devMark    // --write-mostly, --failfast, --nofailfast and where they stood
+	writeBehind  string       // --write-behind
 }
 
 func newCreateCmd(env *Env) *cobra.Command {
@@ -123,6 +125,9 @@ EXIT STATUS
 	f.StringVarP(&o.auto, "auto", "a", "", "accepted for mdadm compatibility; device nodes are not created")
 	f.StringVarP(&o.consistency, "consistency-policy", "k", "", "resync or bitmap (ppl and journal are not supported)")
 	f.BoolVar(&o.refuseData, "refuse-data", false, "refuse devices holding an md superblock, a filesystem or a partition table unless --force (mdadm warns and asks)")
+	addDevMarkFlags(f, &o.devMarks)
+	f.StringVar(&o.writeBehind, "write-behind", "", "outstanding writes to write-mostly members before a write completes (0-16383; needs a bitmap)")
+	f.Lookup("write-behind").NoOptDefVal = "\x00"
 	f.BoolVar(&o.start, "start", true, "start serving the new array, as mdadm --create starts it (false: metadata only)")
 	addNBDLimitFlags(f, &o.srv)
 	addDeviceFlag(f, &o.srv.device)
@@ -140,6 +145,10 @@ func runCreate(c *cobra.Command, env *Env, o *createOptions, args []string) erro
 		return usagef("an md device must be given in --create mode")
 	}
 	mddev, devs := args[0], args[1:]
+	wb, err := writeBehindValue(strings.TrimPrefix(o.writeBehind, "\x00"), c.Flags().Changed("write-behind"))
+	if err != nil {
+		return err
+	}
 	o.verbosity = verbosityOf(c)
 	opts, err := o.planOptions(c, env, mddev)
 	if err != nil {
@@ -157,6 +166,8 @@ func runCreate(c *cobra.Command, env *Env, o *createOptions, args []string) erro
 		return err
 	}
 	opts.Devices = planDevices(devs, members)
+	applyDevMarks(opts.Devices, o.devMarks)
+	opts.WriteBehind = wb
 	res, err := plan.Plan(opts)
 	if err != nil {
 		return planError(err)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 
+	"mdtool/engine"
 	"mdtool/internal/mdadm/member"
 	"mdtool/superblock"
 )
@@ -68,6 +69,9 @@ func missingSuperWords(first *asmDev, path, why string) []string {
 		return []string{why}
 	}
 	msg, ok := forcedV1Missing(path, fmt.Sprintf("1.%d", first.minor))
+	if first.minor == engine.Minor090 {
+		msg, ok = missing090(path)
+	}
 	if !ok {
 		return []string{why}
 	}

@@ -235,11 +235,15 @@ func (in *incr) attach(d *asmDev, mddev string) error {
 		in.errf("%s attached to %s, not enough to start safely.\n", d.path, mddev)
 		return nil
 	}
+	// The assembly takes the waiting members over (an -A given them
+	// would otherwise merge them); they wait again if it fails.
+	dropMapEntry(in.o.runDir, name)
 	if err := in.start(mddev, name, paths); err != nil {
 		in.errf("%s attached to %s, but failed to start: %v.\n", d.path, mddev, err)
+		_ = writeMemberList(in.o.runDir, name, paths)
+		_ = putMapEntry(in.o.runDir, mapEntry{name: name, uuid: d.sb.SetUUID, path: mddev})
 		return exitStatus(ExitFailure)
 	}
-	dropMapEntry(in.o.runDir, name)
 	if in.o.export {
 		fmt.Fprintf(in.env.Stdout, "MD_STARTED=yes\n")
 		return nil

@@ -93,6 +93,8 @@ func newManageCmd(env *Env) *cobra.Command {
 	f.Bool("with", false, "the spares that the preceding --replace uses")
 	f.Bool("force", false, "add devices that hold a filesystem or another array's superblock")
 	f.BoolP("write-mostly", "W", false, "devices added after this are write-mostly (raid1)")
+	f.Bool("failfast", false, "devices added after this are failfast (raid1, raid10)")
+	f.Bool("nofailfast", false, "devices added after this are not failfast (also a re-added member that was)")
 	f.BoolP("test", "t", false, "exit status 2 when nothing was changed")
 	addRunDirFlag(f, &runDir)
 	return c
@@ -122,6 +124,7 @@ type manageOp struct {
 	// moreAdds: the next op is an add too (mdadm --add A B): the daemon
 	// lets spares take roles after the last one, as md does.
 	moreAdds bool
+	failFast int // --failfast (1), --nofailfast (-1) before the device
 }
 
 type manageRun struct {
@@ -142,6 +145,7 @@ func runManage(env *Env, c *cobra.Command, args []string, runDir string) error {
 	var ops []*manageOp
 	var disp byte
 	writeMostly := false
+	failFast := 0     // mdadm's FlagSet (1), FlagClear (-1), FlagDefault
 	stop := false     // --manage --stop: mdadm's Manage_stop after the operations
 	readonly := false // --manage -o: mdadm's Manage_ro before them
 	for i := 0; i < len(args); i++ {
@@ -171,6 +175,10 @@ func runManage(env *Env, c *cobra.Command, args []string, runDir string) error {
 			writeMostly = true
 		case "--readwrite", "-w":
 			writeMostly = false
+		case "--failfast":
+			failFast = 1
+		case "--nofailfast":
+			failFast = -1
 		case "--verbose", "-v":
 			m.verb = 1
 		case "--quiet", "-q":
@@ -206,7 +214,7 @@ func runManage(env *Env, c *cobra.Command, args []string, runDir string) error {
 					abs = p
 				}
 			}
-			ops = append(ops, &manageOp{disp: disp, dev: a, abs: abs, writeMostly: writeMostly, with: -1})
+			ops = append(ops, &manageOp{disp: disp, dev: a, abs: abs, writeMostly: writeMostly, failFast: failFast, with: -1})
 		}
 	}
 	if m.mddev == "" {
@@ -445,7 +453,8 @@ func (m *manageRun) doOne(ops []*manageOp, op *manageOp) error {
 }
 
 func (m *manageRun) add(op *manageOp) error {
-	req := daemon.Request{Op: daemon.OpAdd, Device: op.abs, Force: m.force, WriteMostly: op.writeMostly, More: op.moreAdds}
+	req := daemon.Request{Op: daemon.OpAdd, Device: op.abs, Force: m.force, WriteMostly: op.writeMostly, More: op.moreAdds,
+		FailFast: op.failFast > 0, NoFailFast: op.failFast < 0}
 	switch op.disp {
 	case dispAddSpare:
 		req.Op = daemon.OpAddSpare

@@ -115,6 +115,10 @@ func stopArray(runDir, dev string, force bool, timeout time.Duration) error {
 		name = n // the block device (/dev/nbd0) or a link to it
 		cl, err = daemon.Dial(runDir, name)
 	}
+	if n, ok := namedKernelAlias(runDir, dev); err != nil && ok {
+		name = n // md_NAME: /dev/md/NAME of mdadm's CREATE names=yes
+		cl, err = daemon.Dial(runDir, name)
+	}
 	if err != nil {
 		return err
 	}

@@ -86,6 +86,9 @@ type AddOptions struct {
 	Replacement int
 	// WriteMostly marks the new member write-mostly (raid1).
 	WriteMostly bool
+	// FailFast marks it failfast (mdadm --add --failfast); NoFailFast
+	// clears the flag a re-added member had (--nofailfast).
+	FailFast, NoFailFast bool
 	// DeferRecovery: more devices follow in the same command (mdadm
 	// --add A B); spares take roles only after the last one, as md's
 	// remove_and_add_spares then sees them all (see spareorder.go).

@@ -65,6 +65,7 @@ func (a *Array) AddDevice(dev Device, opts AddOptions) (int, error) {
 	m.lbs = lbs
 	m.memory = g.Memory
 	m.writeMostly = opts.WriteMostly || (opts.ReAdd && m.ls.sb.DevFlags&superblock.DevFlagWriteMostly != 0)
+	m.failFast = opts.FailFast || (opts.ReAdd && !opts.NoFailFast && m.ls.sb.DevFlags&superblock.DevFlagFailFast != 0)
 	m.state.Store(uint32(Spare))
 
 	a.suspend()
@@ -187,6 +188,9 @@ func (a *Array) prepareAdd(dev Device, opts AddOptions) (*member, error) {
 	sb.DevFlags = 0
 	if opts.WriteMostly {
 		sb.DevFlags |= superblock.DevFlagWriteMostly
+	}
+	if opts.FailFast {
+		sb.DevFlags |= superblock.DevFlagFailFast
 	}
 	sb.FeatureMap &^= superblock.FeatureRecoveryOffset | superblock.FeatureRecoveryBitmap |
 		superblock.FeatureReplacement | superblock.FeatureBadBlocks

@@ -83,6 +83,10 @@ type Request struct {
 	// stops even while the array is in use.
 	Force       bool `json:"force,omitempty"`
 	WriteMostly bool `json:"write_mostly,omitempty"`
+	// FailFast, NoFailFast: mdadm's --failfast, --nofailfast before an
+	// added device.
+	FailFast   bool `json:"fail_fast,omitempty"`
+	NoFailFast bool `json:"no_fail_fast,omitempty"`
 	// More: another add of the same command follows (OpAdd, OpAddSpare,
 	// OpReAdd); spares take roles after the last one, as in md.
 	More bool `json:"more,omitempty"`

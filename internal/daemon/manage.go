@@ -332,7 +332,8 @@ func (s *Service) add(req Request) (*Response, error) {
 	if !s.enough() {
 		return fail(Errorf(CodeArrayFailed, "the array has failed"))
 	}
-	opts := engine.AddOptions{Replacement: -1, WriteMostly: req.WriteMostly, DeferRecovery: req.More}
+	opts := engine.AddOptions{Replacement: -1, WriteMostly: req.WriteMostly, DeferRecovery: req.More,
+		FailFast: req.FailFast, NoFailFast: req.NoFailFast}
 	result := ResultAdded
 	idx := -1
 	if wasActive && req.Op != OpAddSpare {
@@ -410,7 +411,8 @@ func (s *Service) reAddFaulty(req Request, idx int) (*Response, error) {
 	if err != nil {
 		return nil, err
 	}
-	n, err := a.AddDevice(dev, engine.AddOptions{ReAdd: true, Replacement: -1, WriteMostly: req.WriteMostly})
+	n, err := a.AddDevice(dev, engine.AddOptions{ReAdd: true, Replacement: -1, WriteMostly: req.WriteMostly,
+		FailFast: req.FailFast, NoFailFast: req.NoFailFast})
 	if err != nil {
 		dev.Close()
 		fd.Close()

@@ -40,6 +40,9 @@ type Device struct {
 	// Major, Minor: the block device's numbers (0.90's disk table), 0 for
 	// an image file.
 	Major, Minor uint32
+	// WriteMostly, FailFast: --write-mostly, --failfast before the
+	// device (the member's devflags).
+	WriteMostly, FailFast bool
 }
 
 // Options are the create parameters, as given on mdadm's command line.
@@ -72,6 +75,9 @@ type Options struct {
 	// BitmapDelay is --delay: the bitmap's daemon_sleep in seconds; 0 =
 	// mdadm's default (bitmap.DefaultDaemonSleep).
 	BitmapDelay uint32
+	// WriteBehind is --write-behind: the bitmap's write_behind (0: not
+	// given).
+	WriteBehind uint32
 	// Name is --name; "" = derive from MDDevice.
 	Name string
 	// Homehost is --homehost: "" or "<system>" = SystemHostname,
@@ -834,6 +840,7 @@ func (p *planner) addBitmap() error {
 	if p.o.BitmapDelay != 0 {
 		p.bms.DaemonSleep = p.o.BitmapDelay
 	}
+	p.bms.WriteBehind = p.o.WriteBehind
 	r.Bitmap = true
 	r.BitmapChunk = bchunk
 	r.BitmapSyncSize = bitmapSize
@@ -876,6 +883,12 @@ func (p *planner) planMembers() error {
 		m.DevRoles = append([]uint16(nil), p.sb.DevRoles...)
 		m.DevNumber = uint32(a.number)
 		m.DevFlags = 0
+		if d.WriteMostly {
+			m.DevFlags |= superblock.DevFlagWriteMostly
+		}
+		if d.FailFast {
+			m.DevFlags |= superblock.DevFlagFailFast
+		}
 		if _, err := io.ReadFull(p.rnd, m.DeviceUUID[:]); err != nil {
 			return fmt.Errorf("random uuid: %w", err)
 		}

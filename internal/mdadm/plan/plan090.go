@@ -114,6 +114,7 @@ func (p *planner) addBitmap090() error {
 	if p.o.BitmapDelay != 0 {
 		p.bms.DaemonSleep = p.o.BitmapDelay
 	}
+	p.bms.WriteBehind = p.o.WriteBehind
 	r.Bitmap, r.BitmapChunk, r.BitmapSyncSize, r.BitmapOffset = true, chunk, size, superblock.Size090>>9
 	return nil
 }
@@ -157,6 +158,12 @@ func (p *planner) planMembers090() error {
 		st := uint32(0)
 		if a.raidDisk < p.raid {
 			st = superblock.Disk090Active | superblock.Disk090Sync
+		}
+		if d.WriteMostly {
+			st |= superblock.Disk090WriteMostly
+		}
+		if d.FailFast {
+			st |= superblock.Disk090FailFast
 		}
 		sb.Disks[a.number] = superblock.Disk090{Number: uint32(a.number), Major: d.Major, Minor: d.Minor, RaidDisk: uint32(a.raidDisk), State: st}
 	}
