@@ -364,6 +364,10 @@ func mdadmTestVMScript(tests []mdadmTest) string {
 }
 
 // TestMdadmTestSuite runs the translated tests (see mdadmTests).
+//
+// The table runs in two guests at once (part1, part2: alternate
+// entries), each with its own share, so that the suite packs into CI's
+// guest slots beside the other kernel tests.
 func TestMdadmTestSuite(t *testing.T) {
 	mdvm.Parallel(t)
 	mdvm.Require(t)
@@ -372,6 +376,34 @@ func TestMdadmTestSuite(t *testing.T) {
 	if keep := os.Getenv("MDADM_TESTS_KEEP"); keep != "" { // for humans: keep the share for MDADM_TESTS_VM_SHARE
 		root = keep
 	}
+	tests := mdadmTests
+	if f := os.Getenv("MDADM_TESTS"); f != "" { // a subset, for humans: MDADM_TESTS="00raid1 01r1fail"
+		tests = nil
+		for _, c := range mdadmTests {
+			if strings.Contains(" "+f+" ", " "+c.name+" ") {
+				tests = append(tests, c)
+			}
+		}
+	}
+	if len(tests) < 8 || os.Getenv("MDADM_TESTS_VM_SHARE") != "" {
+		runMdadmSuite(t, bin, root, tests)
+		return
+	}
+	var parts [2][]mdadmTest
+	for i, c := range tests {
+		parts[i%2] = append(parts[i%2], c)
+	}
+	for i, p := range parts {
+		t.Run(fmt.Sprintf("part%d", i+1), func(t *testing.T) {
+			mdvm.Parallel(t)
+			runMdadmSuite(t, bin, filepath.Join(root, fmt.Sprintf("part%d", i+1)), p)
+		})
+	}
+}
+
+// runMdadmSuite runs tests with mdtool on the host, then in one guest
+// with mdadm (and the kernel's check of mdtool's images), and compares.
+func runMdadmSuite(t *testing.T, bin, root string, tests []mdadmTest) {
 	src, err := filepath.Abs("testdata/mdadm-tests")
 	if err != nil {
 		t.Fatal(err)
@@ -390,15 +422,6 @@ func TestMdadmTestSuite(t *testing.T) {
 		}
 	}
 	copyFile(filepath.Join(src, "prelude.sh"), filepath.Join(share, "prelude.sh"))
-	tests := mdadmTests
-	if f := os.Getenv("MDADM_TESTS"); f != "" { // a subset, for humans: MDADM_TESTS="00raid1 01r1fail"
-		tests = nil
-		for _, c := range mdadmTests {
-			if strings.Contains(" "+f+" ", " "+c.name+" ") {
-				tests = append(tests, c)
-			}
-		}
-	}
 	got := map[string]string{}
 	for _, c := range tests {
 		copyFile(filepath.Join(src, c.name+".sh"), filepath.Join(share, "tests", c.name+".sh"))
