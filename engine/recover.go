@@ -173,6 +173,12 @@ func (a *Array) StartAction(action string) error {
 		a.sc.frozen = action == ActionFrozen
 		a.sc.mu.Unlock()
 		a.stopSync(true)
+		if action == ActionIdle && a.reshaping() && !a.opts.NoAutoSync && !a.opts.NoDaemon {
+			// md: "idle" sets MD_RECOVERY_NEEDED and sync_action reads
+			// "reshape" at once; mdadm --wait right after a grow waits
+			// for the reshape, never for a gap before it starts.
+			a.checkRecovery()
+		}
 		return nil
 	case ActionCheck, ActionRepair, ActionResync, ActionRecover:
 	default:
