@@ -154,6 +154,9 @@ func (ra *reshapeAction) unit(_, max uint64) (uint64, error) {
 	}
 	defer a.leave(key)
 	p := a.rs.progress.Load()
+	if a.rs.slide != nil && !g.Backwards {
+		return ra.slideUnit(p, want)
+	}
 	n := uint64(0)
 	for ; n < want; n++ {
 		at := p + n*row
@@ -161,7 +164,8 @@ func (ra *reshapeAction) unit(_, max uint64) (uint64, error) {
 			at = p - n*row
 		}
 		lo, hi := ra.rows(at, 1)
-		if !ra.mustRecord(at, lo, hi) {
+		tail := ra.tailDue(at, lo, hi)
+		if !tail && !ra.mustRecord(at, lo, hi) {
 			continue
 		}
 		if n > 0 {
@@ -170,13 +174,22 @@ func (ra *reshapeAction) unit(_, max uint64) (uint64, error) {
 		if err := a.recordReshape(); err != nil {
 			return 0, err
 		}
-		if !ra.clear(lo, hi, a.rs.safe.Load()) {
+		if tail {
+			if err := ra.backupTail(p); err != nil {
+				return 0, err
+			}
+		}
+		if !ra.clear(lo, hi, a.rs.safe.Load()) && !ra.covered(hi) {
 			return 0, fmt.Errorf("%w: reshape at %d would overwrite data not yet moved (needs a backup file)", ErrUnsupported, p)
 		}
 	}
 	lo, hi := ra.rows(p, n)
-	w := a.rs.gate.hold(lo, hi)
-	defer a.rs.gate.release(w)
+	w := a.rs.slide.hold(&a.rs.gate, lo, hi)
+	if ra.covered(hi) {
+		defer func() { a.rs.slide.pin = w }() // held to the end with the bottom section
+	} else {
+		defer a.rs.gate.release(w)
+	}
 	if reshapeHoldHook != nil {
 		reshapeHoldHook(lo, hi)
 	}
@@ -221,6 +234,12 @@ func (ra *reshapeAction) finish(pos uint64, err error) error {
 		if rerr := a.recordReshape(); rerr != nil && err == nil {
 			err = rerr
 		}
+		if ferr := ra.endSlide(); ferr != nil && err == nil {
+			err = ferr
+		}
+		return err
+	}
+	if err := ra.endSlide(); err != nil {
 		return err
 	}
 	return a.finishReshape()
