@@ -272,3 +272,10 @@ func (a *Array) attachSlide(ref *superblock.Superblock) {
 	}
 	a.rs.slide = &slideState{bf: bf, h: backupfile.Header{Version: 1, SetUUID: a.uuid, DevStart: backupfile.DataStart / 512}}
 }
+
+// UsesReshapeBackup says whether the running reshape writes its backup
+// file (Options.ReshapeBackup or ReshapeStart.Backup) as it goes: the
+// caller keeps it open until the reshape ends.
+func (a *Array) UsesReshapeBackup() bool {
+	return a.reshaping() && a.rs.slide != nil
+}
