@@ -154,8 +154,13 @@ func (ra *reshapeAction) unit(_, max uint64) (uint64, error) {
 	}
 	defer a.leave(key)
 	p := a.rs.progress.Load()
-	if a.rs.slide != nil && !g.Backwards {
-		return ra.slideUnit(p, want)
+	if sl := a.rs.slide; sl != nil {
+		if !g.Backwards {
+			return ra.slideUnit(p, want)
+		}
+		if lo, hi := ra.rows(p, 1); sl.tail != 0 || ra.tailDue(p, lo, hi) {
+			return ra.tailUnit(p)
+		}
 	}
 	n := uint64(0)
 	for ; n < want; n++ {
@@ -164,32 +169,23 @@ func (ra *reshapeAction) unit(_, max uint64) (uint64, error) {
 			at = p - n*row
 		}
 		lo, hi := ra.rows(at, 1)
-		tail := ra.tailDue(at, lo, hi)
+		tail := n > 0 && ra.tailDue(at, lo, hi)
 		if !tail && !ra.mustRecord(at, lo, hi) {
 			continue
 		}
 		if n > 0 {
-			break // the next unit records first
+			break // the next unit records first (or backs up)
 		}
 		if err := a.recordReshape(); err != nil {
 			return 0, err
 		}
-		if tail {
-			if err := ra.backupTail(p); err != nil {
-				return 0, err
-			}
-		}
-		if !ra.clear(lo, hi, a.rs.safe.Load()) && !ra.covered(hi) {
+		if !ra.clear(lo, hi, a.rs.safe.Load()) {
 			return 0, fmt.Errorf("%w: reshape at %d would overwrite data not yet moved (needs a backup file)", ErrUnsupported, p)
 		}
 	}
 	lo, hi := ra.rows(p, n)
-	w := a.rs.slide.hold(&a.rs.gate, lo, hi)
-	if ra.covered(hi) {
-		defer func() { a.rs.slide.pin = w }() // held to the end with the bottom section
-	} else {
-		defer a.rs.gate.release(w)
-	}
+	w := a.rs.gate.hold(lo, hi)
+	defer a.rs.gate.release(w)
 	if reshapeHoldHook != nil {
 		reshapeHoldHook(lo, hi)
 	}

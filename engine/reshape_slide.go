@@ -38,7 +38,7 @@ type slideState struct {
 	bf  BackupFile
 	h   backupfile.Header
 	pin *gateWindow // the range the live section holds, nil when none
-	// tail: a shrink's bottom section [0, tail) is backed up (0: not yet)
+	// tail: where a shrink's bottom section began (0: not reached)
 	tail uint64
 }
 
@@ -103,10 +103,10 @@ func (sl *slideState) forget(a *Array) error {
 		a.rs.gate.release(sl.pin)
 		sl.pin = nil
 	}
-	if sl.h.Length == 0 {
+	if sl.h.Length == 0 && sl.h.Length2 == 0 {
 		return nil
 	}
-	sl.h.ArrayStart, sl.h.Length = 0, 0
+	sl.h.ArrayStart, sl.h.Length, sl.h.ArrayStart2, sl.h.Length2 = 0, 0, 0, 0
 	return sl.write(a, nil)
 }
 
@@ -125,28 +125,14 @@ func (sl *slideState) hold(g *reshapeGate, lo, hi uint64) *gateWindow {
 // backup reads the array sectors [lo, hi) (zeroes beyond the old array's
 // end) and writes them to the file as its section.
 func (ra *reshapeAction) backup(lo, hi uint64) (*buf, error) {
-	a := ra.a
-	g := a.rs.geo
-	b := getZeroBuf(int(hi-lo) << 9)
-	rp := a.pers.(*reshapePers)
-	if old := g.Old.ArraySectors(); lo < old {
-		n := min(hi, old) - lo
-		if err := rp.old.read(b.b[:n<<9], lo); err != nil {
-			putBuf(b)
-			return nil, err
-		}
+	b, err := ra.readOld(lo, hi)
+	if err != nil {
+		return nil, err
 	}
-	sl := a.rs.slide
-	sl.h.ArrayStart, sl.h.Length = lo, hi-lo
-	if err := sl.write(a, b.b); err != nil {
+	if err := ra.writeSections(b.b, lo, nil, 0); err != nil {
 		putBuf(b)
 		return nil, err
 	}
-	at := hi
-	if g.Backwards {
-		at = lo
-	}
-	reshapeStep("backup", at, a.rs.safe.Load(), g.New.ArraySectors())
 	return b, nil
 }
 
@@ -209,27 +195,118 @@ func (ra *reshapeAction) tailTop() uint64 {
 	return (fb + row - 1) / row * row
 }
 
-// backupTail backs up [0, p) of a shrink (p is reshape_progress, recorded)
-// and holds it to the end.
-func (ra *reshapeAction) backupTail(p uint64) error {
+// tailUnit moves the row below reshape_progress p of a shrink's bottom
+// section (mdadm's two-part backup): the header holds the row to move
+// (and the row moved before), held; after the move it holds the moved row
+// and the next one below, so that a restart (Grow_restart: both sections
+// restored, the position their lower start) never needs old data a move
+// overwrote; then the position is recorded. A restart thus lands on a
+// position above 0 except in the last row, where md 6.1 refuses a
+// backwards reshape at 0 ("too early for auto-recovery").
+func (ra *reshapeAction) tailUnit(p uint64) (uint64, error) {
 	a := ra.a
 	sl := a.rs.slide
-	w := sl.hold(&a.rs.gate, 0, p)
-	b, err := ra.backup(0, p)
-	sl.pin = w
-	if err != nil {
-		return err
+	_, row := ra.reshapeSectors()
+	if p < row {
+		return 0, fmt.Errorf("%w: reshape at %d below one row", ErrUnsupported, p)
 	}
-	putBuf(b)
-	sl.tail = p
-	return nil
+	lo := p - row
+	if sl.tail == 0 {
+		if err := a.recordReshape(); err != nil {
+			return 0, err
+		}
+		w := sl.hold(&a.rs.gate, lo, p)
+		sl.pin = w
+		b, err := ra.readOld(lo, p)
+		if err != nil {
+			return 0, err
+		}
+		err = ra.writeSections(b.b, lo, nil, 0)
+		putBuf(b)
+		if err != nil {
+			return 0, err
+		}
+		sl.tail = p
+	}
+	w := sl.hold(&a.rs.gate, lo, p)
+	sl.pin = w
+	if reshapeHoldHook != nil {
+		reshapeHoldHook(lo, p)
+	}
+	b, err := ra.readOld(lo, p)
+	if err != nil {
+		return 0, err
+	}
+	defer putBuf(b)
+	rp := a.pers.(*reshapePers)
+	if err := rp.mover.writeFull(b.b, lo, int(row/a.rs.geo.New.StripeSectors()), false, nil); err != nil {
+		return 0, err
+	}
+	a.rs.progress.Store(lo)
+	if lo > 0 {
+		sl.pin = sl.hold(&a.rs.gate, lo-row, p)
+		nb, err := ra.readOld(lo-row, lo)
+		if err != nil {
+			return 0, err
+		}
+		err = ra.writeSections(b.b, lo, nb.b, lo-row)
+		putBuf(nb)
+		if err != nil {
+			return 0, err
+		}
+	}
+	if err := a.recordReshape(); err != nil { // md_update_sb's preflush makes the row durable first
+		return 0, err
+	}
+	if lo > 0 {
+		sl.pin = a.rs.gate.narrow(sl.pin, lo-row, p)
+	}
+	return row, nil
 }
 
-// covered says whether the rows [lo, hi) lie in a shrink's backed-up
-// bottom section.
-func (ra *reshapeAction) covered(hi uint64) bool {
-	sl := ra.a.rs.slide
-	return sl != nil && sl.tail != 0 && hi <= sl.tail
+// readOld reads the array sectors [lo, hi) through the old geometry
+// (zeroes beyond its end).
+func (ra *reshapeAction) readOld(lo, hi uint64) (*buf, error) {
+	g := ra.a.rs.geo
+	b := getZeroBuf(int(hi-lo) << 9)
+	rp := ra.a.pers.(*reshapePers)
+	if old := g.Old.ArraySectors(); lo < old {
+		n := min(hi, old) - lo
+		if err := rp.old.read(b.b[:n<<9], lo); err != nil {
+			putBuf(b)
+			return nil, err
+		}
+	}
+	return b, nil
+}
+
+// writeSections writes the backup file: the section of d1 at array
+// sector s1 and, when d2 is given, a second one at s2 (md_backup_data-2,
+// its data devstart2 after the first's), then the header.
+func (ra *reshapeAction) writeSections(d1 []byte, s1 uint64, d2 []byte, s2 uint64) error {
+	a := ra.a
+	sl := a.rs.slide
+	n1 := uint64(len(d1)) >> 9
+	sl.h.Version, sl.h.ArrayStart, sl.h.Length = 1, s1, n1
+	sl.h.DevStart2, sl.h.ArrayStart2, sl.h.Length2 = 0, 0, 0
+	if d2 != nil {
+		sl.h.Version, sl.h.DevStart2, sl.h.ArrayStart2, sl.h.Length2 = 2, n1, s2, uint64(len(d2))>>9
+		if _, err := sl.bf.WriteAt(d2, int64(sl.h.DevStart+n1)*512); err != nil {
+			return fmt.Errorf("backup file: %w", err)
+		}
+	}
+	if err := sl.write(a, d1); err != nil {
+		return err
+	}
+	at := s1 + n1 // forwards: the far end of the window
+	switch {
+	case d2 != nil:
+		at = s2
+	case a.rs.geo.Backwards:
+		at = s1
+	}
+	reshapeStep("backup", at, a.rs.safe.Load(), a.rs.geo.New.ArraySectors())
+	return nil
 }
 
 // endSlide forgets the backup when the reshape stops or ends.
