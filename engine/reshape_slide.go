@@ -25,9 +25,9 @@ import (
 // Fewer data devices (a shrink): md runs backwards from the new array's
 // end; the record rule keeps the windows safe down to the critical
 // section at the bottom (Grow_restart's first_block, or where clear
-// fails). There the whole remaining range [0, position) is backed up at
-// once and held to the end, as mdadm's child backs up and suspends
-// [0, backup_blocks).
+// fails). There each row is backed up before it moves and the file then
+// holds the moved row and the next one below (tailUnit), held, so that a
+// restart restores both and lands above 0.
 //
 // A graceful stop (interruption, the end) forgets the section (length 0)
 // and lets the held range go.

@@ -230,3 +230,67 @@ func checkSlideEnd(t *testing.T, c slideCase, devs []*MemDevice, sb0 *superblock
 		t.Errorf("backup file at the end: %+v %v (want this array's, no section)", h, err)
 	}
 }
+
+// TestReshapeInPlaceSlideStop: a layout change through a backup file
+// interrupted (the sync thread stopped) forgets its section and lets its
+// held window go; the array serves it meanwhile, and a reassembly with
+// the file (the empty header of this array) continues and finishes it,
+// while one without the file is refused (Grow_restart).
+func TestReshapeInPlaceSlideStop(t *testing.T) {
+	mems := create(t, spec{level: "raid5", n: 3, chunkKiB: 64, devMiB: []int{3}})
+	a := open(t, mems, recoverOptions())
+	data := make([]byte, a.Size())
+	fillPattern(newRand(9), data)
+	m := &model{b: data}
+	mustWrite(t, a, m, data, 0)
+	bf := &memBackup{}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	moves := 0
+	ReshapeHook = func(point string, pos, recorded, total uint64) {
+		if point == "move" {
+			if moves++; moves == 3 {
+				cancel()
+			}
+		}
+	}
+	defer func() { ReshapeHook = nil }()
+	if err := a.StartReshape(ReshapeStart{Layout: layout.RightAsymmetric, SetLayout: true, Backup: bf}); err != nil {
+		t.Fatal(err)
+	}
+	a.Reshape(ctx)
+	ReshapeHook = nil
+	if ok, p := a.Reshaping(); !ok || p == 0 {
+		t.Fatalf("after the stop: reshaping %v at %d, want mid-way", ok, p)
+	}
+	h, err := backupfile.Decode(bf.b[:backupfile.Size])
+	if err != nil || len(h.Sections()) != 0 {
+		t.Fatalf("after the stop the backup holds %+v %v, want no section", h, err)
+	}
+	mustWrite(t, a, m, data[:64<<10], 0) // the held window was let go
+	checkContent(t, a, m)
+	a.Close()
+	ds := make([]Device, len(mems))
+	probe := make([]Device, len(mems))
+	for i, d := range mems {
+		r := d.Reopen()
+		ds[i], probe[i] = r, cloneMem(t, r)
+	}
+	if _, err := Open(probe, recoverOptions()); !errors.Is(err, ErrBackupNeeded) {
+		t.Fatalf("without the backup file: %v, want ErrBackupNeeded", err)
+	}
+	o := recoverOptions()
+	o.ReshapeBackup = bf
+	b, err := Open(ds, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Reshape(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	checkContent(t, b, m)
+	b.Close()
+	if s := readSB(t, ds[0]); s.FeatureMap&reshapeBits != 0 || s.Layout != uint32(layout.RightAsymmetric) {
+		t.Fatalf("at the end: features %#x layout %d", s.FeatureMap, s.Layout)
+	}
+}
