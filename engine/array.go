@@ -227,6 +227,7 @@ func openAssembled(devs []Device, as *assembly, opts Options) (*Array, error) {
 	if err := a.setGeometry(ref); err != nil {
 		return nil, err
 	}
+	a.attachSlide(ref)
 	if err := a.checkDataAreas(); err != nil {
 		return nil, err
 	}

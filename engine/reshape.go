@@ -43,6 +43,7 @@ func (a *Array) reshapeGeometry(ref *superblock.Superblock, p layout.Params) (la
 		DeltaDisks:    int(ref.DeltaDisks),
 		Backwards:     ref.FeatureMap&superblock.FeatureReshapeBackwards != 0,
 		MinOffsetDiff: minDiff,
+		InPlace:       ref.FeatureMap&superblock.FeatureNewOffset == 0 && int32(ref.DeltaDisks) <= 0,
 	})
 	if err != nil {
 		return nil, err
@@ -64,6 +65,7 @@ type reshapeState struct {
 	done           atomic.Bool // finished: the array runs in the new geometry
 	rec            reshapeRecord
 	gate           reshapeGate
+	slide          *slideState // an in-place reshape keeping or lowering the data devices (reshape_slide.go)
 }
 
 // now is the reshape with its current progress and safe point.

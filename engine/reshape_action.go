@@ -154,6 +154,14 @@ func (ra *reshapeAction) unit(_, max uint64) (uint64, error) {
 	}
 	defer a.leave(key)
 	p := a.rs.progress.Load()
+	if sl := a.rs.slide; sl != nil {
+		if !g.Backwards {
+			return ra.slideUnit(p, want)
+		}
+		if lo, hi := ra.rows(p, 1); sl.tail != 0 || ra.tailDue(p, lo, hi) {
+			return ra.tailUnit(p)
+		}
+	}
 	n := uint64(0)
 	for ; n < want; n++ {
 		at := p + n*row
@@ -161,11 +169,12 @@ func (ra *reshapeAction) unit(_, max uint64) (uint64, error) {
 			at = p - n*row
 		}
 		lo, hi := ra.rows(at, 1)
-		if !ra.mustRecord(at, lo, hi) {
+		tail := n > 0 && ra.tailDue(at, lo, hi)
+		if !tail && !ra.mustRecord(at, lo, hi) {
 			continue
 		}
 		if n > 0 {
-			break // the next unit records first
+			break // the next unit records first (or backs up)
 		}
 		if err := a.recordReshape(); err != nil {
 			return 0, err
@@ -221,6 +230,12 @@ func (ra *reshapeAction) finish(pos uint64, err error) error {
 		if rerr := a.recordReshape(); rerr != nil && err == nil {
 			err = rerr
 		}
+		if ferr := ra.endSlide(); ferr != nil && err == nil {
+			err = ferr
+		}
+		return err
+	}
+	if err := ra.endSlide(); err != nil {
 		return err
 	}
 	return a.finishReshape()

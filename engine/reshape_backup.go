@@ -181,17 +181,25 @@ func (a *Array) readReshapeBackup(ref *superblock.Superblock) (*pendingRestore, 
 			return pr, nil
 		}
 	}
-	if int32(ref.DeltaDisks) > 0 {
-		parity := 1
-		if a.level == layout.RAID6 {
-			parity = 2
-		}
-		nd := int(ref.RaidDisks) - parity
-		od := nd - int(int32(ref.DeltaDisks))
-		if od > 0 && ref.ChunkSize != 0 && ref.NewChunk != 0 &&
-			pos < criticalEnd(uint64(ref.ChunkSize), uint64(ref.NewChunk), od, nd) {
-			return nil, ErrBackupNeeded
-		}
+	parity := 1
+	if a.level == layout.RAID6 {
+		parity = 2
+	}
+	nd := int(ref.RaidDisks) - parity
+	od := nd - int(int32(ref.DeltaDisks))
+	if od <= 0 || ref.ChunkSize == 0 || ref.NewChunk == 0 {
+		return nil, nil
+	}
+	oc, nc := uint64(ref.ChunkSize), uint64(ref.NewChunk)
+	switch {
+	case nd > od && pos < criticalEnd(oc, nc, od, nd):
+		return nil, ErrBackupNeeded
+	case nd <= od && a.slideForgotten(ref):
+		return nil, nil // mdtool stopped it cleanly: the position is exact
+	case nd == od:
+		return nil, ErrBackupNeeded // Grow_restart: no critical section rule for the same count
+	case nd < od && pos < firstBlock(oc, nc, od, nd):
+		return nil, ErrBackupNeeded
 	}
 	return nil, nil
 }
@@ -248,8 +256,12 @@ func (a *Array) restoreBackup(pr *pendingRestore) error {
 	rp := a.pers.(*reshapePers)
 	st := a.rs.geo.New.StripeSectors()
 	for i, s := range pr.sections {
-		if s.ArrayStart%st != 0 || s.Length%st != 0 || s.ArrayStart+s.Length > pr.pos {
-			return fmt.Errorf("%w: backup section [%d, +%d) is not whole new stripes below %d",
+		done := s.ArrayStart+s.Length <= pr.pos // forwards: below the restart position
+		if a.rs.geo.Backwards {
+			done = s.ArrayStart >= pr.pos
+		}
+		if s.ArrayStart%st != 0 || s.Length%st != 0 || !done {
+			return fmt.Errorf("%w: backup section [%d, +%d) is not whole new stripes on the done side of %d",
 				ErrUnsupported, s.ArrayStart, s.Length, pr.pos)
 		}
 		if err := rp.mover.writeFull(pr.data[i], s.ArrayStart, int(s.Length/st), false, nil); err != nil {
@@ -262,5 +274,11 @@ func (a *Array) restoreBackup(pr *pendingRestore) error {
 	a.opts.Logf("md: %s: restored the reshape's critical section from the backup file", a.mdName())
 	a.meta.mu.Lock()
 	defer a.meta.mu.Unlock()
-	return a.updateSuperLocked(true)
+	if err := a.updateSuperLocked(true); err != nil {
+		return err
+	}
+	if sl := a.rs.slide; sl != nil {
+		return sl.write(a, nil) // restored: the header holds no section any more
+	}
+	return nil
 }

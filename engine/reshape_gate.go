@@ -84,6 +84,15 @@ func (g *reshapeGate) release(w *gateWindow) {
 	close(w.done)
 }
 
+// narrow replaces the held window w by [lo, hi) inside it: requests that
+// waited for w route themselves again.
+func (g *reshapeGate) narrow(w *gateWindow, lo, hi uint64) *gateWindow {
+	n := &gateWindow{lo: lo, hi: hi, done: make(chan struct{})}
+	g.win.Store(n)
+	close(w.done)
+	return n
+}
+
 // reshapeHoldHook, when set (engine tests), is called while a window is
 // held, before its data moves: user requests that touch [lo, hi) wait,
 // all others run.

@@ -30,7 +30,8 @@ type ReshapeStart struct {
 	OffsetDelta int64
 	// Backup, when set, makes the reshape an in-place one as mdadm 4.2
 	// does with --backup-file: data_offset stays, the critical section
-	// is kept in Backup while it moves (reshape_backup.go). Only growth.
+	// is kept in Backup while it moves (reshape_backup.go: growth;
+	// reshape_slide.go: the same or fewer data devices).
 	Backup BackupFile
 }
 
@@ -132,6 +133,9 @@ func (a *Array) startReshape(rq ReshapeStart) error {
 			return err
 		}
 	}
+	if rq.Backup != nil && sh.n-parity <= old.DataDisks() {
+		return a.startInPlaceSlide(rq.Backup, sh, delta, spares, cfg)
+	}
 	if rq.Backup != nil {
 		return a.startInPlace(rq.Backup, sh, delta, spares, cfg)
 	}
@@ -163,6 +167,7 @@ type reshapeShape struct {
 	layout    int
 	chunk     uint64
 	backwards bool
+	inPlace   bool // with a backup file, data_offset kept (reshape_slide.go)
 }
 
 // reshapeAllowed is what md 6.1 demands of any restriping reshape
@@ -211,7 +216,8 @@ func (a *Array) newReshapeGeometry(sh reshapeShape, delta int, offs map[*member]
 	p := layout.Params{Level: a.level, Layout: old.Algorithm(), ChunkSectors: old.ChunkSectors(), RaidDisks: sh.n,
 		ComponentSectors: old.DevSectors(0)}
 	rs, err := layout.NewReshape(p, layout.ReshapeParams{NewLevel: a.level, NewLayout: sh.layout, NewChunk: sh.chunk,
-		DeltaDisks: delta, Backwards: sh.backwards, MinOffsetDiff: mdMinOffsetDiff(a.all, sh.backwards, offs)})
+		DeltaDisks: delta, Backwards: sh.backwards, MinOffsetDiff: mdMinOffsetDiff(a.all, sh.backwards, offs),
+		InPlace: sh.inPlace})
 	if err != nil {
 		return nil, err
 	}

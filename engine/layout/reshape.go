@@ -62,6 +62,11 @@ type ReshapeParams struct {
 	// MinOffsetDiff is the smallest new_data_offset - data_offset of the
 	// members (sectors; 0 when data_offset does not move).
 	MinOffsetDiff int64
+	// InPlace: data_offset does not move and mdadm's backup file keeps
+	// the data a restart needs (Grow.c's child: it starts the array
+	// read-only and backs each section up), so raid5_run's checks of the
+	// position do not apply.
+	InPlace bool
 }
 
 // NewReshape builds both geometries from the superblock's numbers
@@ -111,6 +116,7 @@ func NewReshape(p Params, r ReshapeParams) (*Reshape, error) {
 	hereOld := int64(r.Position / (c * uint64(old.k)) * c)
 	d := r.MinOffsetDiff
 	switch {
+	case r.InPlace && d == 0:
 	case r.DeltaDisks == 0:
 		if abs64(d) < int64(old.chunk) || abs64(d) < int64(nw.chunk) {
 			return nil, invalid("in-place reshape (data_offset unchanged) needs mdadm's backup file")

@@ -28,17 +28,27 @@ func openReshapeBackup(path string) (*os.File, error) {
 func openWithBackup(lc *LaunchConfig, edevs []engine.Device) (*engine.Array, error) {
 	opts := launchOptions(lc)
 	if lc.BackupFile != "" {
-		f, err := os.Open(lc.BackupFile)
+		// read-write: an in-place reshape that keeps or lowers the data
+		// devices continues backing up into it (mdadm's child)
+		f, err := os.OpenFile(lc.BackupFile, os.O_RDWR, 0)
+		if err != nil {
+			f, err = os.Open(lc.BackupFile)
+		}
 		if err != nil {
 			if lc.Logf != nil {
 				lc.Logf("backup file %s inaccessible: %v", lc.BackupFile, errors.Unwrap(err))
 			}
 		} else {
-			defer f.Close()
 			opts.ReshapeBackup = f
 		}
 	}
-	return engine.Open(edevs, opts)
+	a, err := engine.Open(edevs, opts)
+	if err != nil || !a.UsesReshapeBackup() {
+		if f, ok := opts.ReshapeBackup.(*os.File); ok {
+			f.Close()
+		}
+	}
+	return a, err
 }
 
 // removeBackupAfterReshape waits for the reshape to end (not for the

@@ -1,6 +1,10 @@
 package daemon
 
-import "mdtool/engine"
+import (
+	"os"
+
+	"mdtool/engine"
+)
 
 // startReshape hands the request to the engine.
 func (s *Service) startReshape(req Request) error {
@@ -13,11 +17,15 @@ func (s *Service) startReshape(req Request) error {
 		if err != nil {
 			return err
 		}
-		defer f.Close()
 		rq.Backup = f
 	}
 	if err := s.cfg.Array.StartReshape(rq); err != nil {
+		if f, ok := rq.Backup.(*os.File); ok {
+			f.Close()
+		}
 		return engineError(err)
 	}
+	// the engine writes the file while a reshape that keeps or lowers
+	// the data devices runs: it stays open (closed when collected)
 	return nil
 }
