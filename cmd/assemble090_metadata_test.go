@@ -1,8 +1,6 @@
 package cmd
 
 import (
-	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -14,24 +12,7 @@ import (
 func TestAssembleUpdateMetadata(t *testing.T) {
 	bin := mdtoolBinary(t)
 	dir := t.TempDir()
-	var env []string
-	for _, e := range os.Environ() {
-		if !strings.HasPrefix(e, "MDTOOL_") {
-			env = append(env, e)
-		}
-	}
-	env = append(env, "MDTOOL_RUN_DIR="+filepath.Join(dir, "run"), "MDTOOL_CONFIG=/dev/null", "MDTOOL_DEVICE=none")
-	run := func(args ...string) (int, string) {
-		cmd := exec.Command(bin, args...)
-		cmd.Env = env
-		out, err := cmd.CombinedOutput()
-		if ee, ok := err.(*exec.ExitError); ok {
-			return ee.ExitCode(), string(out)
-		} else if err != nil {
-			t.Fatal(err)
-		}
-		return 0, string(out)
-	}
+	run := combinedRunner(t, bin, filepath.Join(dir, "run"))
 	var d []string
 	for _, n := range []string{"a", "b", "c"} {
 		d = append(d, sparse(t, dir, n+".img", 20000<<10))

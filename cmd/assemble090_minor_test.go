@@ -2,7 +2,6 @@ package cmd
 
 import (
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -16,18 +15,7 @@ func TestAssembleSuperMinor(t *testing.T) {
 	bin := mdtoolBinary(t)
 	dir := t.TempDir()
 	runDir := filepath.Join(dir, "run")
-	env := append(os.Environ(), "MDTOOL_RUN_DIR="+runDir, "MDTOOL_CONFIG=/dev/null", "MDTOOL_DEVICE=none")
-	run := func(args ...string) (int, string) {
-		cmd := exec.Command(bin, args...)
-		cmd.Env = env
-		out, err := cmd.CombinedOutput()
-		if ee, ok := err.(*exec.ExitError); ok {
-			return ee.ExitCode(), string(out)
-		} else if err != nil {
-			t.Fatal(err)
-		}
-		return 0, string(out)
-	}
+	run := combinedRunner(t, bin, runDir)
 	var devs []string
 	for i := 0; i < 2; i++ {
 		devs = append(devs, sparse(t, dir, "d"+string(rune('0'+i))+".img", 16<<20))

@@ -2,7 +2,6 @@ package cmd
 
 import (
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -17,18 +16,7 @@ func TestAssembleMergesIncremental(t *testing.T) {
 	dir := t.TempDir()
 	runDir := filepath.Join(dir, "run")
 	devs := mkArray(t, dir, "/dev/md/mg", 3, 16<<20, "-l5", "-n3", "--assume-clean")
-	env := append(os.Environ(), "MDTOOL_RUN_DIR="+runDir, "MDTOOL_CONFIG=/dev/null", "MDTOOL_DEVICE=none")
-	run := func(args ...string) (int, string) {
-		cmd := exec.Command(bin, args...)
-		cmd.Env = env
-		out, err := cmd.CombinedOutput()
-		if ee, ok := err.(*exec.ExitError); ok {
-			return ee.ExitCode(), string(out)
-		} else if err != nil {
-			t.Fatal(err)
-		}
-		return 0, string(out)
-	}
+	run := combinedRunner(t, bin, runDir)
 	t.Cleanup(func() { mdtool(t, "stop", "--run-dir", runDir, "/dev/md/mg") })
 	steps := []struct {
 		args []string

@@ -1,8 +1,6 @@
 package cmd
 
 import (
-	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -15,24 +13,7 @@ func TestManageFailFast(t *testing.T) {
 	bin := mdtoolBinary(t)
 	dir := t.TempDir()
 	runDir := filepath.Join(dir, "run")
-	var env []string
-	for _, e := range os.Environ() {
-		if !strings.HasPrefix(e, "MDTOOL_") { // MDTOOL_START=false among them: create starts the array here
-			env = append(env, e)
-		}
-	}
-	env = append(env, "MDTOOL_RUN_DIR="+runDir, "MDTOOL_CONFIG=/dev/null", "MDTOOL_DEVICE=none")
-	run := func(args ...string) (int, string) {
-		cmd := exec.Command(bin, args...)
-		cmd.Env = env
-		out, err := cmd.CombinedOutput()
-		if ee, ok := err.(*exec.ExitError); ok {
-			return ee.ExitCode(), string(out)
-		} else if err != nil {
-			t.Fatal(err)
-		}
-		return 0, string(out)
-	}
+	run := combinedRunner(t, bin, runDir)
 	var d []string
 	for _, n := range []string{"a", "b", "c"} {
 		d = append(d, sparse(t, dir, n+".img", 20<<20))
