@@ -19,9 +19,9 @@ import (
 // reshape_open_backup_file creates it; the daemon removes it when the
 // reshape ends.
 
-// inPlace says whether the restripe r runs in place: whenever a backup
+// inPlace says whether a restripe runs in place: whenever a backup
 // file is given, as in mdadm 4.2.
-func inPlace(o *growOptions, r restripe) bool {
+func inPlace(o *growOptions) bool {
 	return o.backupFile != ""
 }
 
@@ -86,8 +86,8 @@ func onArray(f *os.File, md string) bool {
 }
 
 // backupRequest adds the backup file to an in-place reshape's request.
-func backupRequest(req daemon.Request, o *growOptions, r restripe) daemon.Request {
-	if inPlace(o, r) {
+func backupRequest(req daemon.Request, o *growOptions) daemon.Request {
+	if inPlace(o) {
 		req.BackupFile = o.backupFile
 		if p, err := filepath.Abs(o.backupFile); err == nil {
 			req.BackupFile = p // the daemon's working directory is not ours

@@ -228,7 +228,7 @@ func runRestripe(env *Env, o *growOptions, cl *daemon.Client, st *daemon.Status,
 			spares++
 		}
 	}
-	if inPlace(o, r) {
+	if inPlace(o) {
 		if err := createBackupFile(env, o, md, r, st.ComponentSectors); err != nil {
 			return err
 		}
@@ -267,7 +267,7 @@ func runRestripe(env *Env, o *growOptions, cl *daemon.Client, st *daemon.Status,
 	if err := growAddDevices(env, o, md); err != nil {
 		return err
 	}
-	if _, err := cl.Call(ctx, backupRequest(restripeRequest(r), o, r)); err != nil {
+	if _, err := cl.Call(ctx, backupRequest(restripeRequest(r), o)); err != nil {
 		if r.re.level != st.Level {
 			// mdtool's own refusal (the engine's): take the array back
 			// to its level, so that the refused change changes nothing.
@@ -283,7 +283,7 @@ func runRestripe(env *Env, o *growOptions, cl *daemon.Client, st *daemon.Status,
 		}
 		return exitf(ExitFailure, "Cannot set device shape for %s: %v", md, err)
 	}
-	if r.newLevel != r.re.level && inPlace(o, r) {
+	if r.newLevel != r.re.level && inPlace(o) {
 		// mdadm's child keeps its stderr only on the in-place path (the
 		// one moving data_offset sends it to /dev/null: manage_fork_fds)
 		startReshapeMonitor(env, o, md, r.newLevel) // reshape_monitor.go

@@ -146,7 +146,7 @@ func Launch(lc LaunchConfig) (*Service, error) {
 		svc.launched = append(svc.launched, m.Path)
 	}
 	if active, _ := arr.Reshaping(); active && lc.BackupFile != "" {
-		go svc.removeBackupAfterReshape(lc.BackupFile)
+		go svc.removeBackupAfterReshape(lc.BackupFile, nil)
 	}
 	return svc, nil
 }

@@ -25,12 +25,13 @@ func (s *Service) reshape(req Request) error {
 	if req.RaidDisks == 0 && req.Layout == nil && req.ChunkSectors == 0 {
 		return Errorf(CodeInvalid, "reshape needs a number of devices, a layout or a chunk size")
 	}
-	if err := s.startReshape(req); err != nil {
+	bf, err := s.startReshape(req)
+	if err != nil {
 		return err
 	}
 	s.cfg.Logf("reshape started (raid_disks %d)", s.cfg.Array.Geometry().RaidDisks())
 	if req.BackupFile != "" {
-		go s.removeBackupAfterReshape(req.BackupFile)
+		go s.removeBackupAfterReshape(req.BackupFile, bf)
 	}
 	if req.FinalLevel != nil {
 		go s.levelAfterReshape(layout.Level(*req.FinalLevel))

@@ -52,10 +52,15 @@ func openWithBackup(lc *LaunchConfig, edevs []engine.Device) (*engine.Array, err
 }
 
 // removeBackupAfterReshape waits for the reshape to end (not for the
-// daemon's stop) and removes its backup file.
-func (s *Service) removeBackupAfterReshape(path string) {
+// daemon's stop) and removes its backup file; f, when not nil, is the
+// file the reshape wrote, closed once it is over (on a stop the engine
+// may still write it while it closes: it stays open then).
+func (s *Service) removeBackupAfterReshape(path string, f *os.File) {
 	if !s.waitReshapeEnd() {
 		return
+	}
+	if f != nil {
+		f.Close()
 	}
 	if err := os.Remove(path); err != nil && !os.IsNotExist(err) {
 		s.cfg.Logf("could not remove backup file %s: %v", path, err)
