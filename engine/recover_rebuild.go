@@ -35,7 +35,8 @@ type recoverAction struct {
 	bm      syncBitmap
 	hasBM   bool
 	r10     bool
-	needed  bool // the bitmap marks the current span
+	needed  bool         // the bitmap marks the current span
+	ces     *condEndSync // md_bitmap_cond_end_sync (condendsync.go)
 }
 
 func (r *recoverAction) name() string { return ActionRecover }
@@ -58,6 +59,9 @@ func (r *recoverAction) prepare() (total, from uint64, ok bool, err error) {
 	r.still = a.degraded()-len(r.targets) > 0
 	r.bm, r.hasBM = a.bm.(syncBitmap)
 	r.r10 = a.level == layout.RAID10
+	if r.hasBM && !r.r10 {
+		r.ces = newCondEndSync(r.bm, r.total, a.opts.Clock)
+	}
 	a.opts.Logf("md: recovery of %d member(s) from sector %d of %d (bitmap-guided: %v)", len(r.targets), from, r.total, r.guided)
 	return r.total, from, true, nil
 }
@@ -89,13 +93,16 @@ func (r *recoverAction) span(s, total uint64) (uint64, bool, error) {
 }
 
 func (r *recoverAction) unit(p, max uint64) (uint64, error) {
+	if r.ces != nil {
+		r.ces.at(p)
+	}
 	n, w, err := r.a.recoverUnit(p, max, r.live, r.guided, r.still)
 	r.a.sc.written.Add(w)
 	return n, err
 }
 
 func (r *recoverAction) spanDone(s uint64, work, aborted bool) {
-	if work && r.hasBM && !r.r10 && r.needed {
+	if work && r.hasBM && !r.r10 && r.needed && (aborted || r.ces == nil) {
 		r.bm.EndSync(s, aborted)
 	}
 }
@@ -113,6 +120,9 @@ func (r *recoverAction) finish(pos uint64, err error) error {
 				r.bm.EndSync(c*bc.ChunkSectors(), !completed)
 			}
 		}
+	}
+	if !completed && r.hasBM && !r.r10 && !r.still {
+		r.bm.CloseSync() // md_bitmap_close_sync ends what was synced
 	}
 	if !completed {
 		// md_do_sync on interruption: recovery_offset = where it got to.

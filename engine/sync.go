@@ -69,7 +69,8 @@ type resyncAction struct {
 	total    uint64
 	bm       syncBitmap
 	hasBM    bool
-	needed   bool // the bitmap marks the current span
+	needed   bool         // the bitmap marks the current span
+	ces      *condEndSync // md_bitmap_cond_end_sync (condendsync.go)
 }
 
 func (r *resyncAction) name() string { return ActionResync }
@@ -90,6 +91,9 @@ func (r *resyncAction) prepare() (total, from uint64, ok bool, err error) {
 	total, _ = a.syncSize()
 	r.total = total
 	r.bm, r.hasBM = a.bm.(syncBitmap)
+	if r.hasBM {
+		r.ces = newCondEndSync(r.bm, total, a.opts.Clock)
+	}
 	return total, start, true, nil
 }
 
@@ -105,12 +109,17 @@ func (r *resyncAction) span(s, total uint64) (uint64, bool, error) {
 }
 
 func (r *resyncAction) unit(p, max uint64) (uint64, error) {
+	if r.ces != nil {
+		r.ces.at(p)
+	}
 	r.a.growResyncUnit(p)
 	return r.a.syncUnit(p, max)
 }
 
+// spanDone ends the span's chunk only where md does: when the resync
+// stops inside it (aborted); otherwise condEndSync and CloseSync end it.
 func (r *resyncAction) spanDone(s uint64, work, aborted bool) {
-	if r.hasBM && r.needed {
+	if r.hasBM && r.needed && (aborted || r.ces == nil) {
 		r.bm.EndSync(s, aborted)
 	}
 }
@@ -123,12 +132,12 @@ func (r *resyncAction) checkpoint(pos uint64, _ bool) {
 
 func (r *resyncAction) finish(pos uint64, err error) error {
 	a := r.a
+	if r.hasBM {
+		r.bm.CloseSync() // md_bitmap_close_sync, interrupted or not
+	}
 	if err != nil {
 		a.checkpoint(pos - pos%a.syncAlign())
 		return err
-	}
-	if r.hasBM {
-		r.bm.CloseSync()
 	}
 	a.meta.mu.Lock()
 	defer a.meta.mu.Unlock()
