@@ -143,9 +143,10 @@ var mdadmKnown = []mdadmKnownDiff{
 	{test: "r10takeover", mask: reServedLines, repl: "\n", item: "mdtool-only: --detail says where the array is served"},
 	{test: "r10takeover", mask: regexp.MustCompile(`(### mdadm -E DEV1\n(?:[^#][^\n]*\n)*?\s*Array State : )[^\n]*`), repl: "${1}STATE", item: "the second removed member's last superblock (timing)"},
 	// r5growbackup: mdadm's forked child moves sync_max a backup unit
-	// at a time and md records each stop; the engine records by md's
-	// reshape_request rule in larger windows: 19 events against 27 in
-	// one run. Every other field of every -E (data_offset unchanged in
+	// at a time and md records half-way to each stop and every 10 s;
+	// the count is timing: the kernel ended at 27, 19, 19 and 18 events
+	// in four runs of these steps (two in one VM boot), mdtool at 19
+	// and 18. Every other field of every -E (data_offset unchanged in
 	// both: in place), and every command's text, is compared.
 	{test: "r5growbackup", mask: regexp.MustCompile(`Events : \d+`), repl: "Events : N", item: "events of an in-place reshape (mdadm's child's sync_max steps)"},
 	// 07changelevels: -D of members that are image files on the host
@@ -154,9 +155,13 @@ var mdadmKnown = []mdadmKnownDiff{
 	{test: "07changelevels", mask: reServedLines, repl: "\n", item: "mdtool-only: --detail says where the array is served"},
 	// 07changelevels: in-place reshapes through the backup file; mdadm's
 	// child moves sync_max a backup unit at a time, md records half-way
-	// to each stop and every 10 s, so its count is timing: two kernel
-	// runs of the same steps ended at 94/91/51/49 and 93/90/51/49. The
-	// engine records after each window it backs up.
+	// to each stop and every 10 s: three kernel runs of the same steps
+	// ended at 94/91/51/49, 93/90/51/49, 94/91/51/49. NOT timing: mdtool
+	// ends at 204/201/53/51; the engine records after each window it
+	// backs up, and its same-count layout changes (ddf-N-continue, ra)
+	// add about 40 events each where the kernel adds 3-5 (-D after each
+	// step: kernel 49, 56, 59, 91, 94; mdtool 51, 94, 133, 201, 204).
+	// A real difference, not fixed yet.
 	{test: "07changelevels", mask: regexp.MustCompile(`Events : \d+`), repl: "Events : N", item: "events of in-place reshapes (mdadm's child's sync_max steps)"},
 	{test: "01r5fail", from: "-E DEV0|-E DEV1|-E DEV2|-E DEV3|-E DEV4|-E DEV5", timing: true, item: "events of the create's recovery interrupted by --fail"}}
 
