@@ -142,27 +142,34 @@ var mdadmKnown = []mdadmKnownDiff{
 	{test: "r10takeover", mask: regexp.MustCompile(`Events : \d+`), repl: "Events : N", item: "events of remove_disks_for_takeover's coalesced sysfs writes"},
 	{test: "r10takeover", mask: reServedLines, repl: "\n", item: "mdtool-only: --detail says where the array is served"},
 	{test: "r10takeover", mask: regexp.MustCompile(`(### mdadm -E DEV1\n(?:[^#][^\n]*\n)*?\s*Array State : )[^\n]*`), repl: "${1}STATE", item: "the second removed member's last superblock (timing)"},
-	// r5growbackup: mdadm's forked child moves sync_max a backup unit
-	// at a time and md records half-way to each stop and every 10 s;
-	// the count is timing: the kernel ended at 27, 19, 19 and 18 events
-	// in four runs of these steps (two in one VM boot), mdtool at 19
-	// and 18. Every other field of every -E (data_offset unchanged in
-	// both: in place), and every command's text, is compared.
-	{test: "r5growbackup", mask: regexp.MustCompile(`Events : \d+`), repl: "Events : N", item: "events of an in-place reshape (mdadm's child's sync_max steps)"},
+	// r5growbackup: mdadm 4.2's start_reshape sets sync_max to "max"
+	// before the reshape starts, and md 6.1 refuses to lower sync_max
+	// while it runs (max_sync_store: EBUSY), so the forked child's
+	// steps never hold the kernel (seen in the VM for 07changelevels'
+	// layout changes: sync_max stays "max"); md records by its own rule (reshape_request) and every
+	// 10 s, one md_update_sb for what is pending when its thread runs.
+	// The count is timing: the kernel ended at 27, 19, 19 and 18 events
+	// in four runs of these steps, mdtool at 19 and 18. Every other
+	// field of every -E (data_offset unchanged in both: in place), and
+	// every command's text, is compared.
+	{test: "r5growbackup", mask: regexp.MustCompile(`Events : \d+`), repl: "Events : N", item: "events of an in-place reshape (md's record rule, its thread's timing)"},
 	// 07changelevels: -D of members that are image files on the host
 	// (no device numbers) and served by mdtool's daemon.
 	{test: "07changelevels", mask: regexp.MustCompile(`(?m)^( *\d+) +\d+ +\d+( +(?:\d+|-) +)`), repl: "${1} MAJ MIN${2}", item: "mdtool-only: image files have no device numbers"},
 	{test: "07changelevels", mask: reServedLines, repl: "\n", item: "mdtool-only: --detail says where the array is served"},
-	// 07changelevels: in-place reshapes through the backup file; mdadm's
-	// child moves sync_max a backup unit at a time, md records half-way
-	// to each stop and every 10 s: three kernel runs of the same steps
-	// ended at 94/91/51/49, 93/90/51/49, 94/91/51/49. NOT timing: mdtool
-	// ends at 204/201/53/51; the engine records after each window it
-	// backs up, and its same-count layout changes (ddf-N-continue, ra)
-	// add about 40 events each where the kernel adds 3-5 (-D after each
-	// step: kernel 49, 56, 59, 91, 94; mdtool 51, 94, 133, 201, 204).
-	// A real difference, not fixed yet.
-	{test: "07changelevels", mask: regexp.MustCompile(`Events : \d+`), repl: "Events : N", item: "events of in-place reshapes (mdadm's child's sync_max steps)"},
+	// 07changelevels: in-place reshapes through the backup file. NOT
+	// timing, and not followed yet: as for r5growbackup, mdadm's child
+	// cannot hold md 6.1 (sync_max stays "max"), so md records by its
+	// own rule only, which for a reshape in place that keeps the data
+	// devices (readpos never beyond writepos) is every 10 s and at the
+	// end: the kernel's layout changes (ddf-N-continue, ra) add 3-5
+	// events each, in the VM every time. The engine records after each
+	// window it backs up (so that a crash restarts from the one section
+	// the file holds; md 6.1 + mdadm 4.2 are not crash-safe there) and
+	// adds about 40: kernel 94/91/51/49 (three runs; once 93/90/51/49),
+	// mdtool 204/201/53/51 (-D after each step: kernel 49, 56, 59, 91,
+	// 94; mdtool 51, 94, 133, 201, 204).
+	{test: "07changelevels", mask: regexp.MustCompile(`Events : \d+`), repl: "Events : N", item: "events of in-place reshapes (NOT timing: the engine records each backed-up window)"},
 	{test: "01r5fail", from: "-E DEV0|-E DEV1|-E DEV2|-E DEV3|-E DEV4|-E DEV5", timing: true, item: "events of the create's recovery interrupted by --fail"}}
 
 const mdadmTestDevSize = 20000 << 10
