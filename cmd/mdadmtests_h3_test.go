@@ -34,12 +34,12 @@ func init() {
 		// the third. The engine follows those rules (condendsync.go,
 		// TestCondEndSyncCadence, TestResyncBitmapCadence), so the count
 		// is the time between: in the VM the kernel gave 4976 dirty as
-		// here (a resync under 1 s; six runs), 0 with a 6 s pause before
+		// here (a resync under 1 s; seven runs), 0 with a 6 s pause before
 		// -Gb none, and 2672 with speed_limit_max=4000 (a 4 s resync;
 		// Events 22 instead of 19 there: md_update_sb for each
 		// cond_end_sync, which the engine does not do yet), each twice;
-		// mdtool 0, 447, 548, 2928. Every other field of that -X, and the
-		// -E, are compared.
+		// mdtool 0, 447, 548, 2928 (before condendsync.go), 581. Every
+		// other field of that -X, and the -E, are compared.
 		mdadmKnownDiff{test: "05r1-remove-internalbitmap", mask: regexp.MustCompile(`(?m)(^\s*Bitmap : \d+ bits \(chunks\), )\d+ dirty \([0-9.]+%\)`),
 			repl: "${1}N dirty", item: "dirty bits of a removed 0.90 bitmap (timing of the bitmap daemon after the resync)"},
 	)
