@@ -811,7 +811,7 @@ func (as *assembler) selectDevices(j assembleJob, list []string) ([]*asmDev, Exi
 			}
 			continue
 		}
-		d, why := probeCandidate(path)
+		d, why := as.probeCandidateFor(path) // assemble_byteorder.go
 		if d == nil {
 			if report {
 				for _, w := range missingSuperWords(first, path, why) {

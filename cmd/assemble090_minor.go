@@ -49,6 +49,9 @@ func preferredMinor(d *asmDev) int {
 // assemble090_metadata.go). Any other word is not
 // understood for 0.90 metadata (its 1.x rewrite must not land there).
 func (as *assembler) updateOne090(m *member.Member, d *asmDev, u, mddev string) bool {
+	if u == "byteorder" {
+		return as.storeHostOrder090(m, d) // assemble_byteorder.go
+	}
 	p, err := probeDevice(d.path)
 	if err != nil || p.v0 == nil || p.v0.sb == nil {
 		as.errf("cannot re-read metadata from %s - aborting\n", d.path)

@@ -30,9 +30,9 @@ var mdadmUpdates = map[string]bool{
 }
 
 // updatesNotDone are words mdadm accepts that mdtool does not do on
-// assembly (clustered bitmaps, PPL, reshape, 0.90 byte order).
+// assembly (clustered bitmaps, PPL, reshape).
 var updatesNotDone = map[string]bool{
-	"home-cluster": true, "nodes": true, "ppl": true, "revert-reshape": true, "byteorder": true,
+	"home-cluster": true, "nodes": true, "ppl": true, "revert-reshape": true,
 }
 
 const updateList = `Valid --update options are:

@@ -240,7 +240,11 @@ func examineTextAll(env *Env, out *bytes.Buffer, o *examineOptions, devs []strin
 			}
 			continue
 		}
-		p, err := probeDevice(dev)
+		probe := probeDevice
+		if swap090Metadata(o.metadata) {
+			probe = probeDeviceSwapped // examine_swap.go
+		}
+		p, err := probe(dev)
 		if err != nil {
 			if !o.scan {
 				fmt.Fprintf(env.Stderr, "mdtool: %s\n", err)
@@ -599,6 +603,12 @@ func loadBitmapV1(m *member.Member, sbSector int64, sb *superblock.Superblock, b
 // count, as for mdadm without "-e 0.swap".
 func probeV090(m *member.Member) *v090Probe {
 	sb, raw, err := m.LoadV090()
+	return v090ProbeOf(m, sb, raw, err)
+}
+
+// v090ProbeOf is the rest of load_super0 once the superblock is read
+// (raw, decoded as sb): its checks and its bitmap check.
+func v090ProbeOf(m *member.Member, sb *superblock.SuperblockV090, raw []byte, err error) *v090Probe {
 	if sb == nil || raw == nil || sb.BigEndian || sb.MajorVersion != 0 {
 		return nil
 	}

@@ -31,6 +31,9 @@ func v1MinorOf(metadata string) int {
 // when the magic is there, or when the device cannot be read (the usual
 // probe reports that).
 func forcedV1Missing(dev, metadata string) (msg string, ok bool) {
+	if swap090Metadata(metadata) {
+		return missing090Swapped(dev) // examine_swap.go
+	}
 	minor := v1MinorOf(metadata)
 	if minor < 0 {
 		return "", false

@@ -12,6 +12,7 @@ import (
 type growOptions struct {
 	bitmap      string // --bitmap: internal, none (or a file name, refused)
 	bitmapChunk string // --bitmap-chunk
+	delay       string // --delay/-d: the added bitmap's daemon sleep (seconds)
 	size        string // --size/-z: max or a size (KiB unless suffixed)
 	arraySize   string // --array-size/-Z: max or a size
 	raidDevices int    // --raid-devices/-n; 0: unchanged
@@ -73,12 +74,16 @@ func newGrowCmd(env *Env) *cobra.Command {
 			if q, _ := c.Flags().GetBool("quiet"); q {
 				o.verbose = -1
 			}
+			if _, err := parseDelay(o.delay); err != nil { // mdadm.c, as it parses -d
+				return err
+			}
 			return runGrow(c, env, &o, args)
 		},
 	}
 	f := c.Flags()
 	f.StringVarP(&o.bitmap, "bitmap", "b", "", "add (internal) or remove (none) the write-intent bitmap")
 	f.StringVar(&o.bitmapChunk, "bitmap-chunk", "", "bitmap chunk size for --bitmap=internal (KiB unless suffixed)")
+	f.StringVarP(&o.delay, "delay", "d", "", "seconds between bitmap flushes for --bitmap=internal: the bitmap's daemon sleep (default 5)")
 	f.StringVarP(&o.size, "size", "z", "", "space to use on each device: max, or a size (KiB unless suffixed)")
 	f.StringVarP(&o.arraySize, "array-size", "Z", "", "size of the exported array: max, or a size (not stored)")
 	f.IntVarP(&o.raidDevices, "raid-devices", "n", 0, "new number of active devices")

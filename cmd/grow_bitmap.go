@@ -24,6 +24,7 @@ func growBitmap(env *Env, o *growOptions, md string) error {
 	default:
 		return exitf(ExitUsage, "bitmap file must contain a '/', or be 'internal', or be 'clustered', or 'none'\n       not '%s'", escName(o.bitmap))
 	}
+	delay, _ := parseDelay(o.delay) // checked with the command line (grow.go)
 	var chunk uint64
 	if o.bitmapChunk != "" {
 		var err error
@@ -49,7 +50,7 @@ func growBitmap(env *Env, o *growOptions, md string) error {
 	defer cl.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	_, err = cl.Call(ctx, daemon.Request{Op: daemon.OpGrowBitmap, Bitmap: o.bitmap, BitmapChunk: chunk})
+	_, err = cl.Call(ctx, daemon.Request{Op: daemon.OpGrowBitmap, Bitmap: o.bitmap, BitmapChunk: chunk, BitmapDelay: delay})
 	if err == nil {
 		return nil
 	}

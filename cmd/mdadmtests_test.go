@@ -434,6 +434,9 @@ func runMdadmSuite(t *testing.T, bin, root string, tests []mdadmTest) {
 		}
 	}
 	copyFile(filepath.Join(src, "prelude.sh"), filepath.Join(share, "prelude.sh"))
+	for _, setup := range mdadmShareSetup {
+		setup(t, share)
+	}
 	got := map[string]string{}
 	for _, c := range tests {
 		copyFile(filepath.Join(src, c.name+".sh"), filepath.Join(share, "tests", c.name+".sh"))

@@ -113,6 +113,9 @@ type Request struct {
 	// choice): OpGrowBitmap (grow_bitmap.go).
 	Bitmap      string `json:"bitmap,omitempty"`
 	BitmapChunk uint64 `json:"bitmap_chunk,omitempty"`
+	// BitmapDelay: OpGrowBitmap's daemon sleep in seconds (--delay; 0:
+	// mdadm's default).
+	BitmapDelay uint32 `json:"bitmap_delay,omitempty"`
 	// SizeSectors, AssumeClean: OpGrowSize, OpArraySize (grow_size.go).
 	SizeSectors uint64 `json:"size_sectors,omitempty"`
 	AssumeClean bool   `json:"assume_clean,omitempty"`

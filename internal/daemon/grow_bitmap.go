@@ -85,6 +85,9 @@ func (s *Service) growBitmap(req Request) error {
 	if !found {
 		return Errorf(CodeFailed, "no in-sync member")
 	}
+	if req.BitmapDelay != 0 {
+		hdr.DaemonSleep = req.BitmapDelay // add_internal_bitmap's delay
+	}
 	if err := a.AddBitmap(offset, hdr); err != nil {
 		return growBitmapError(err)
 	}
