@@ -117,3 +117,49 @@ func (a *Array) BitmapFile() string {
 	}
 	return a.bmFile.Name()
 }
+
+// AddBitmapFile makes f, a bitmap file mdadm's CreateBitmap wrote for
+// this array, the array's bitmap while it runs (mdadm --grow
+// --bitmap=FILE: SET_BITMAP_FILE on an active array). The file is read
+// and loaded as md_bitmap_create/load do (out of date: every bit set,
+// events brought to the array's); the superblocks still record no bitmap.
+func (a *Array) AddBitmapFile(f *os.File) error {
+	release, err := a.beginBitmapChange()
+	if err != nil {
+		return err
+	}
+	defer release()
+	if a.HasBitmap() {
+		return ErrBitmapPresent
+	}
+	if !a.redundant() {
+		return fmt.Errorf("%w: a bitmap file on an array without redundancy", ErrUnsupported)
+	}
+	h, bits, err := readBitmapFile(f)
+	if err != nil {
+		return fmt.Errorf("engine: bitmap file %s: %w", f.Name(), err)
+	}
+	a.suspend()
+	defer a.resume()
+	a.meta.mu.Lock()
+	defer a.meta.mu.Unlock()
+	if err := h.CheckFor(a.bitmapUUID(), a.meta.events); err != nil && !errors.As(err, new(*bitmap.StaleError)) {
+		return fmt.Errorf("engine: bitmap file %s: %w", f.Name(), err)
+	}
+	a.bmMu.Lock()
+	a.bmFile = f
+	a.bmMu.Unlock()
+	rt, err := a.startAddedBitmap(h, bits)
+	if err != nil {
+		a.bmMu.Lock()
+		a.bmFile = nil
+		a.bmMu.Unlock()
+		return err
+	}
+	a.bmMu.Lock()
+	a.bm = rt
+	a.hasBM = true
+	a.bmMu.Unlock()
+	a.meta.changeDevs = true
+	return a.updateSuperLocked(true)
+}
