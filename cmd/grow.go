@@ -35,6 +35,7 @@ continues; only one kind of change is made per command, chosen as mdadm 4.2
 chooses it:
 
   --bitmap=internal [--bitmap-chunk=N]   add a write-intent bitmap
+  --bitmap=/path/FILE [--delay=S]        add a bitmap file (mdadm's CreateBitmap)
   --bitmap=none                          remove it
   --size=max|N (-z)                      use more (or less) of each member
   --array-size=max|N (-Z)                the size the array exports (not stored)
