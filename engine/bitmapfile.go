@@ -81,14 +81,14 @@ func readBitmapFile(f *os.File) (*bitmap.Header, []byte, error) {
 }
 
 // openFileBitmap starts the runtime on Options.BitmapFile (mdadm
-// --assemble --bitmap=FILE: SET_BITMAP_FILE before RUN_ARRAY).
-func (a *Array) openFileBitmap(internal bool) error {
+// --assemble --bitmap=FILE: SET_BITMAP_FILE before RUN_ARRAY). Given a
+// file, md's super_1_validate/super_90_validate ignore an internal bitmap
+// (bitmap_info.file set), and the superblocks written next drop it.
+func (a *Array) openFileBitmap() error {
 	f := a.opts.BitmapFile
 	switch {
 	case f == nil:
 		return nil
-	case internal:
-		return fmt.Errorf("%w: the array has an internal bitmap and a bitmap file was given", ErrBitmapPresent)
 	case !a.redundant():
 		return fmt.Errorf("%w: a bitmap file on an array without redundancy", ErrUnsupported)
 	}

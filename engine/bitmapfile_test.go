@@ -216,11 +216,28 @@ func TestBitmapFileRefused(t *testing.T) {
 	if _, err := Open(devices(mems), o); err == nil || !errors.Is(err, ErrBitmapFileShort) {
 		t.Errorf("short file: %v, want ErrBitmapFileShort", err)
 	}
+}
+
+// TestBitmapFileOverInternal: given a file, an array with an internal
+// bitmap runs on the file, and its superblocks drop the internal bitmap
+// when next written, as md's super_1_validate and super_1_sync do when
+// bitmap_info.file is set.
+func TestBitmapFileOverInternal(t *testing.T) {
 	internal := create(t, spec{level: "raid1", n: 2, devMiB: []int{16}, bitmap: true})
-	_, f := createFileBitmap(t, s)
+	_, f := createFileBitmap(t, spec{level: "raid1", n: 2, devMiB: []int{16}})
+	o := testOptions()
 	o.BitmapFile = f
-	if _, err := Open(devices(internal), o); !errors.Is(err, ErrBitmapPresent) {
-		t.Errorf("internal bitmap and a file: %v, want ErrBitmapPresent", err)
+	a := open(t, internal, o)
+	defer a.Close()
+	if a.BitmapFile() != f.Name() {
+		t.Fatalf("BitmapFile() = %q", a.BitmapFile())
+	}
+	mustWrite(t, a, nil, make([]byte, 4096), 0)
+	if _, d, _ := fileBits(t, f); d == 0 {
+		t.Error("the write set no bit in the file")
+	}
+	if sb := readSB(t, internal[0]); sb.FeatureMap&superblock.FeatureBitmapOffset != 0 {
+		t.Errorf("superblock still records the internal bitmap: features %#x", sb.FeatureMap)
 	}
 }
 
