@@ -199,3 +199,31 @@ func TestBitmapFileGrow(t *testing.T) {
 		t.Errorf("-E after grow with a bitmap file:\n%s", ex)
 	}
 }
+
+// TestBitmapFileConfig: the bitmap= word of an ARRAY line gives the
+// array its bitmap file at assemble --scan; one that does not open is
+// mdadm's "Could not open bitmap file".
+func TestBitmapFileConfig(t *testing.T) {
+	dir := t.TempDir()
+	runDir := filepath.Join(dir, "run")
+	bmf := filepath.Join(dir, "c.bm")
+	md := "/dev/md/bmc"
+	mkArray(t, dir, md, 2, 16<<20, "-l1", "-n2", "--assume-clean", "--bitmap="+bmf)
+	conf := filepath.Join(dir, "mdadm.conf")
+	write := func(bm string) {
+		text := "DEVICE " + filepath.Join(dir, "*.img") + "\nARRAY " + md + " name=testhost:bmc bitmap=" + bm + "\n"
+		if err := os.WriteFile(conf, []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(bmf + ".missing")
+	if s, code := tryServe(t, runDir, md, "--scan", "--config", conf); s != nil || code == 0 {
+		t.Errorf("assemble with a missing bitmap= file: exit %d", code)
+	}
+	write(bmf)
+	s := serve(t, runDir, md, "--scan", "--config", conf)
+	if d := detailText(t, runDir, md); !strings.Contains(d, "     Intent Bitmap : "+bmf+"\n") {
+		t.Errorf("detail:\n%s", d)
+	}
+	s.stop()
+}
