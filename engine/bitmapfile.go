@@ -16,6 +16,10 @@ import (
 	"mdtool/engine/wib"
 )
 
+// ErrBitmapFileResize: md_bitmap_resize refuses a bitmap file ("cannot
+// resize file-based bitmap", EINVAL), so a size change is refused.
+var ErrBitmapFileResize = fmt.Errorf("%w: cannot resize file-based bitmap", ErrUnsupported)
+
 // ErrBitmapFileShort: the file ends before the bits its header counts.
 var ErrBitmapFileShort = errors.New("engine: bitmap file is too short")
 

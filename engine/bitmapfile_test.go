@@ -287,10 +287,20 @@ func TestBitmapFileAddRemove(t *testing.T) {
 	if a.HasBitmap() || a.BitmapFile() != "" {
 		t.Fatal("bitmap still there after RemoveBitmap")
 	}
-	before, _, _ := fileBits(t, f)
+	if err := a.AddBitmapFile(f); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.GrowSize(a.geo.DevSectors(0)-1024, false); !errors.Is(err, ErrBitmapFileResize) {
+		t.Errorf("GrowSize with a bitmap file: %v, want ErrBitmapFileResize", err)
+	}
+	if err := a.RemoveBitmap(); err != nil {
+		t.Fatal(err)
+	}
+	before, d0, _ := fileBits(t, f)
 	mustWrite(t, a, nil, p, 4<<20)
+	tick()
 	after, d, _ := fileBits(t, f)
-	if d != 0 || after.Events != before.Events {
-		t.Errorf("the file changed after its removal: %d dirty, events %d -> %d", d, before.Events, after.Events)
+	if d != d0 || after.Events != before.Events {
+		t.Errorf("the file changed after its removal: %d -> %d dirty, events %d -> %d", d0, d, before.Events, after.Events)
 	}
 }
