@@ -3,6 +3,7 @@ package cmd
 import (
 	"bytes"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -122,6 +123,7 @@ func TestBitmapFileCreateAssemble(t *testing.T) {
 	if b, _ := os.ReadFile(bmf); len(b) != len(raw) {
 		t.Errorf("the file is %d bytes, was %d", len(b), len(raw))
 	}
+	compareExamineBitmapFile(t, bmf)
 	if _, ex, _ := mdtool(t, "-E", devs[1]); strings.Contains(ex, "Internal Bitmap") {
 		t.Errorf("-E after serving with a bitmap file:\n%s", ex)
 	}
@@ -226,4 +228,19 @@ func TestBitmapFileConfig(t *testing.T) {
 		t.Errorf("detail:\n%s", d)
 	}
 	s.stop()
+}
+
+// compareExamineBitmapFile checks that mdtool -X prints what host mdadm
+// 4.2 -X prints for a bitmap file.
+func compareExamineBitmapFile(t *testing.T, bmf string) {
+	t.Helper()
+	requireHostMdadm(t)
+	want, err := exec.Command("mdadm", "-X", bmf).CombinedOutput()
+	if err != nil {
+		t.Fatalf("mdadm -X %s: %v %s", bmf, err, want)
+	}
+	code, out, errs := mdtool(t, "-X", bmf)
+	if code != 0 || out != string(want) {
+		t.Errorf("-X %s: mdtool exit %d\n%s%s\nmdadm:\n%s", bmf, code, out, errs, want)
+	}
 }
