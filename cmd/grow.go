@@ -10,7 +10,7 @@ import (
 // raid1 --raid-devices) and grow_reshape.go (everything that moves data
 // between members).
 type growOptions struct {
-	bitmap      string // --bitmap: internal, none (or a file name, refused)
+	bitmap      string // --bitmap: internal, none or a file (a path with a /)
 	bitmapChunk string // --bitmap-chunk
 	delay       string // --delay/-d: the added bitmap's daemon sleep (seconds)
 	size        string // --size/-z: max or a size (KiB unless suffixed)
@@ -35,6 +35,7 @@ continues; only one kind of change is made per command, chosen as mdadm 4.2
 chooses it:
 
   --bitmap=internal [--bitmap-chunk=N]   add a write-intent bitmap
+  --bitmap=/path/FILE [--delay=S]        add a bitmap file (mdadm's CreateBitmap)
   --bitmap=none                          remove it
   --size=max|N (-z)                      use more (or less) of each member
   --array-size=max|N (-Z)                the size the array exports (not stored)
@@ -81,9 +82,9 @@ func newGrowCmd(env *Env) *cobra.Command {
 		},
 	}
 	f := c.Flags()
-	f.StringVarP(&o.bitmap, "bitmap", "b", "", "add (internal) or remove (none) the write-intent bitmap")
-	f.StringVar(&o.bitmapChunk, "bitmap-chunk", "", "bitmap chunk size for --bitmap=internal (KiB unless suffixed)")
-	f.StringVarP(&o.delay, "delay", "d", "", "seconds between bitmap flushes for --bitmap=internal: the bitmap's daemon sleep (default 5)")
+	f.StringVarP(&o.bitmap, "bitmap", "b", "", "add (internal, or a file: a path with a '/') or remove (none) the write-intent bitmap")
+	f.StringVar(&o.bitmapChunk, "bitmap-chunk", "", "bitmap chunk size for --bitmap=internal or a file (KiB unless suffixed)")
+	f.StringVarP(&o.delay, "delay", "d", "", "seconds between bitmap flushes for an added bitmap (internal or a file): its daemon sleep (default 5)")
 	f.StringVarP(&o.size, "size", "z", "", "space to use on each device: max, or a size (KiB unless suffixed)")
 	f.StringVarP(&o.arraySize, "array-size", "Z", "", "size of the exported array: max, or a size (not stored)")
 	f.IntVarP(&o.raidDevices, "raid-devices", "n", 0, "new number of active devices")

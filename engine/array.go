@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -74,6 +75,9 @@ type Options struct {
 	// --assemble --backup-file): Open restores its critical section
 	// when the superblocks say it was in flight (reshape_backup.go).
 	ReshapeBackup BackupFile
+	// BitmapFile is an external write-intent bitmap file (mdadm
+	// --assemble --bitmap=FILE; bitmapfile.go). The caller closes it.
+	BitmapFile *os.File
 }
 
 // DefaultOptions returns the options of a normal open: any 1.x metadata,
@@ -164,6 +168,7 @@ type Array struct {
 	locks   rangeLocks
 	bm      writeIntent
 	hasBM   bool
+	bmFile  *os.File     // the bitmap is this file (bitmapfile.go), not in the members
 	bmMu    sync.RWMutex // held to swap bm (growbitmap.go) and by readers outside the request path
 	meta    metaState
 	stats   engineStats
@@ -238,10 +243,13 @@ func openAssembled(devs []Device, as *assembly, opts Options) (*Array, error) {
 		return nil, err
 	}
 	a.bm = noBitmap{}
-	if ref.FeatureMap&superblock.FeatureBitmapOffset != 0 && a.redundant() {
+	if ref.FeatureMap&superblock.FeatureBitmapOffset != 0 && a.redundant() && opts.BitmapFile == nil {
 		if err := a.openBitmap(as); err != nil {
 			return nil, err
 		}
+	}
+	if err := a.openFileBitmap(); err != nil {
+		return nil, err
 	}
 	switch {
 	case a.reshaping():

@@ -78,6 +78,9 @@ func (a *Array) GrowSize(sectors uint64, assumeClean bool) (SizeChange, error) {
 	if g, ok := a.geo.(*layout.RAID10Geometry); ok && g.FarCopies() > 1 && !g.Offset() {
 		return SizeChange{}, fmt.Errorf("%w: raid10 far layouts cannot be resized", ErrUnsupported)
 	}
+	if a.BitmapFile() != "" {
+		return SizeChange{}, ErrBitmapFileResize // bitmapfile.go
+	}
 	ctx, ok := a.claimIdle()
 	if !ok {
 		return SizeChange{}, ErrBusy
