@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"mdtool/bitmap"
 	"mdtool/engine"
 	"mdtool/internal/daemon"
 	"mdtool/internal/mdadm/member"
@@ -1570,6 +1571,11 @@ func (as *assembler) launchFailed(mddev string, err error) {
 		if errors.Is(err, engine.ErrZeroSize) {
 			// md would run it, serving nothing: say why it does not start.
 			err = errors.New(strings.TrimPrefix(err.Error(), "engine: "))
+		}
+		if errors.Is(err, bitmap.ErrUUIDMismatch) {
+			// md_bitmap_read_sb's "bitmap superblock UUID mismatch"
+			// goes to the kernel log; RUN_ARRAY fails with EINVAL.
+			err = errors.New("Invalid argument")
 		}
 		as.errf("failed to RUN_ARRAY %s: %v\n", mddev, err)
 	case errors.As(err, &te):

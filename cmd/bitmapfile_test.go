@@ -134,7 +134,11 @@ func TestBitmapFileCreateAssemble(t *testing.T) {
 	odevs := mkArray(t, dir, "/dev/md/other", 2, 16<<20, "-l1", "-n2", "--bitmap", other)
 	_ = odevs
 	if s, code := tryServe(t, runDir, md, "--bitmap="+other, devs[0], devs[1]); s != nil || code == 0 {
-		t.Errorf("assemble with another array's bitmap file: exit %d", code)
+		t.Fatalf("assemble with another array's bitmap file: exit %d", code)
+	}
+	code, _, errs := mdtool(t, "assemble", "--foreground", "--run-dir", runDir, md, "--bitmap="+other, devs[0], devs[1])
+	if want := "mdtool: failed to RUN_ARRAY /dev/md/bmf: Invalid argument\n"; code != 1 || !strings.HasSuffix(errs, want) {
+		t.Errorf("assemble with another array's bitmap file: exit %d, stderr %q, want it to end %q", code, errs, want)
 	}
 }
 
