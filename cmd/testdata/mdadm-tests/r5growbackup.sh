@@ -1,12 +1,9 @@
 # Not one of mdadm's tests: a raid5 grown by one device with --backup-file
 # (issues 14 and 16). mdadm 4.2 then reshapes in place: data_offset stays,
 # the critical section goes to the file, which its forked child removes
-# when the reshape ends; mdtool does the same. tests/07changelevels is not
-# translated: its first step (-CR -l1 -n2 -x1 -z 19968 on the 20000K
-# members of mdadm's tests) is refused by mdadm 4.2 itself ("smaller than
-# given size. 18976K < 19968K + metadata", seen in the VM), and it gives
-# --backup-file only to changes that keep or lower the number of data
-# devices, which mdtool does not yet do in place (it moves data_offset).
+# when the reshape ends; mdtool does the same. (tests/07changelevels,
+# translated on 21024K members, covers the in-place changes that keep or
+# lower the number of data devices.)
 mdadm -CR $md0 -l5 -n3 -c64 --assume-clean $dev0 $dev1 $dev2
 mdadm $md0 --add $dev3
 mdadm --grow $md0 -n4 --backup-file $targetdir/backup
