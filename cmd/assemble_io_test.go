@@ -285,7 +285,7 @@ func TestFUSELoopExt4(t *testing.T) {
 		t.Errorf("stop while attached: exit %d: %s", code, errs)
 	}
 	detach()
-	s.stop()
+	s.stopAfterRelease()
 
 	s = serve(t, runDir, "/dev/md/fs", args...)
 	loop = strings.TrimSpace(run(t, "losetup", "--find", "--show", "--direct-io=on", file))
@@ -300,7 +300,7 @@ func TestFUSELoopExt4(t *testing.T) {
 	}
 	run(t, "umount", mnt)
 	detach()
-	s.stop()
+	s.stopAfterRelease()
 }
 
 var (

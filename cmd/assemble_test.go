@@ -189,6 +189,27 @@ func (s *served) stop() {
 	s.wait()
 }
 
+// stopAfterRelease stops the array once the kernel has let go of its FUSE
+// file: a detached loop device closes its backing file, and FUSE sends
+// the release, asynchronously, so stop may still find the file open for a
+// while and refuse ("Cannot get exclusive access"); it is asked again
+// until it stops, for at most a minute.
+func (s *served) stopAfterRelease() {
+	s.t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		code, _, errs := mdtool(s.t, "stop", "--run-dir", s.runDir, s.md)
+		if code == 0 {
+			s.wait()
+			return
+		}
+		if !strings.Contains(errs, "Cannot get exclusive access") || time.Now().After(deadline) {
+			s.t.Fatalf("stop %s: exit %d: %s", s.md, code, errs)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
 func (s *served) wait() {
 	s.t.Helper()
 	select {
