@@ -164,6 +164,8 @@ func (a *Array) AddBitmapFile(f *os.File) error {
 	a.bm = rt
 	a.hasBM = true
 	a.bmMu.Unlock()
-	a.meta.changeDevs = true
-	return a.updateSuperLocked(true)
+	// md's set_bitmap_file writes no md superblock (nothing in it
+	// changes): the events stay; md_bitmap_load ends with
+	// md_bitmap_update_sb, which stamps them into the file.
+	return rt.SetEvents(a.meta.events, a.degraded() > 0)
 }

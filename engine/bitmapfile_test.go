@@ -262,6 +262,8 @@ func TestBitmapFileAddRemove(t *testing.T) {
 	}
 	p := make([]byte, 4096)
 	mustWrite(t, a, nil, p, 0)
+	tick() // the array goes clean again
+	ev0 := readSB(t, mems[0]).Events
 	if err := a.AddBitmapFile(f); err != nil {
 		t.Fatal(err)
 	}
@@ -271,6 +273,10 @@ func TestBitmapFileAddRemove(t *testing.T) {
 	h, _, _ := fileBits(t, f)
 	if sb := readSB(t, mems[0]); h.Events != sb.Events || sb.FeatureMap&superblock.FeatureBitmapOffset != 0 {
 		t.Errorf("after the add: file events %d, superblock events %d, features %#x", h.Events, sb.Events, sb.FeatureMap)
+	}
+	// md's set_bitmap_file writes no md superblock, add or remove
+	if ev := readSB(t, mems[0]).Events; ev != ev0 {
+		t.Errorf("events %d after the add, %d before", ev, ev0)
 	}
 	tick()
 	if _, d, _ := fileBits(t, f); d != 0 {
@@ -286,6 +292,13 @@ func TestBitmapFileAddRemove(t *testing.T) {
 	}
 	if a.HasBitmap() || a.BitmapFile() != "" {
 		t.Fatal("bitmap still there after RemoveBitmap")
+	}
+	evBefore := readSB(t, mems[0]).Events
+	if err := a.RemoveBitmap(); !errors.Is(err, ErrNoBitmap) {
+		t.Errorf("second RemoveBitmap: %v", err)
+	}
+	if ev := readSB(t, mems[0]).Events; ev != evBefore {
+		t.Errorf("events %d after a refused removal, %d before", ev, evBefore)
 	}
 	if err := a.AddBitmapFile(f); err != nil {
 		t.Fatal(err)

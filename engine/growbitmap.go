@@ -177,11 +177,17 @@ func (a *Array) RemoveBitmap() error {
 	a.meta.mu.Lock()
 	defer a.meta.mu.Unlock()
 	a.bmMu.Lock()
+	wasFile := a.bmFile != nil
 	a.bm = noBitmap{}
 	a.hasBM = false
 	a.bmFile = nil // a bitmap file is let go (SET_BITMAP_FILE -1); its owner closes it
 	a.bmMu.Unlock()
 	pauseAt("remove-dropped")
+	if wasFile {
+		// set_bitmap_file(-1) only destroys the bitmap: the md
+		// superblocks never recorded it, and no event is counted.
+		return nil
+	}
 	a.meta.changeDevs = true
 	err = a.updateSuperLocked(true)
 	pauseAt("super-written")
