@@ -1,0 +1,128 @@
+package cmd
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"mdtool/internal/mdvm"
+)
+
+// mdadm 4.2's tests with an external bitmap file (--bitmap=FILE, issue
+// 16), translated in testdata/mdadm-tests. Their scripts name the file
+// $bmf (mdadm's tests: $targetdir/bitmap or $targetdir/bm): on the host
+// a plain file in the test's directory; in the guest a file on an ext2
+// filesystem (md reads and writes a bitmap file through bmap, which
+// neither 9p nor tmpfs has) on a virtio disk of its own, mounted at
+// mdadmBmfMount. finish (prelude.sh) logs the file's -X, and the logs
+// see the guest's directory as the share's, so that both normalise to
+// TARGET.
+func init() {
+	mdadmTests = append(mdadmTests,
+		mdadmTest{name: "05r1-bitmapfile", devs: 3, final: []int{1, 2}, bitmap: "bitmap", bitmapFinal: true},
+		// 0.90's -E lists each member's major and minor, which image
+		// files on the host do not have: mdtool runs in the VM too
+		mdadmTest{name: "05r1-n3-bitmapfile", devs: 4, final: []int{1, 2, 3}, bitmap: "bitmap", bitmapFinal: true, inVM: true},
+		mdadmTest{name: "05r5-bitmapfile", devs: 4, final: []int{1, 2, 3}, bitmap: "bitmap", bitmapFinal: true},
+		mdadmTest{name: "05r6-bitmapfile", devs: 5, final: []int{1, 2, 3, 4}, bitmap: "bitmap", bitmapFinal: true},
+		// the bitmap is removed again at the end: the kernel assembles
+		// the members without it
+		mdadmTest{name: "05r1-grow-external", devs: 3, final: []int{1, 2}, bitmap: "bm"},
+	)
+}
+
+// mdadmBmfMount is where the guest mounts the ext2 filesystem that holds
+// the bitmap files: mdadm's in vm/NAME, mdtool's (inVM) in mt/NAME, the
+// kernel check's copy in k.
+const mdadmBmfMount = "/tmp/bmfs"
+
+func mdadmBmfGuestDir(side, name string) string {
+	return mdadmBmfMount + "/" + side + "/" + name
+}
+
+// bmfEnv is the script's $bmf with the bitmap file in dir (empty for a
+// test without one).
+func (c mdadmTest) bmfEnv(dir string) []string {
+	if c.bitmap == "" {
+		return []string{"bmf="}
+	}
+	return []string{"bmf=" + dir + "/" + c.bitmap}
+}
+
+func mdadmBmfTests(tests []mdadmTest) bool {
+	for _, c := range tests {
+		if c.bitmap != "" {
+			return true
+		}
+	}
+	return false
+}
+
+// mdadmBmfSetup makes and mounts the guest's ext2 filesystem (on the one
+// virtio disk mdadmBmfDisks attaches) and the tests' directories on it.
+func mdadmBmfSetup(tests []mdadmTest) string {
+	if !mdadmBmfTests(tests) {
+		return ""
+	}
+	var s strings.Builder
+	fmt.Fprintf(&s, "mke2fs -F /dev/vda >/dev/null 2>&1 || echo MKE2FS-FAILED\nmkdir -p %s\nmount -t ext4 /dev/vda %s || echo BMFS-MOUNT-FAILED\n", mdadmBmfMount, mdadmBmfMount)
+	for _, c := range tests {
+		if c.bitmap != "" {
+			fmt.Fprintf(&s, "mkdir -p %s %s\n", mdadmBmfGuestDir("vm", c.name), mdadmBmfGuestDir("mt", c.name))
+		}
+	}
+	return s.String()
+}
+
+// mdadmBmfDisks is the guest's disk for the bitmap files' filesystem.
+func mdadmBmfDisks(t *testing.T, root string, tests []mdadmTest) []mdvm.Disk {
+	if !mdadmBmfTests(tests) {
+		return nil
+	}
+	p := filepath.Join(root, "bmfs.img")
+	if err := os.WriteFile(p, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(p, 32<<20); err != nil {
+		t.Fatal(err)
+	}
+	return []mdvm.Disk{{Path: p, Mode: mdvm.RW}}
+}
+
+// mdadmBmfModules adds ext4 (which mounts the ext2 filesystem) to the
+// guest's modules when a test has a bitmap file; nil keeps the default.
+func mdadmBmfModules(tests []mdadmTest) []string {
+	if !mdadmBmfTests(tests) {
+		return nil
+	}
+	return append(strings.Fields(os.Getenv("MDVM_EXTRA_MODULES")), "ext4")
+}
+
+// bmfSave copies the bitmap file mdtool left in the guest (inVM) to its
+// share directory mt, for the kernel's check.
+func (c mdadmTest) bmfSave(mt string) string {
+	if c.bitmap == "" {
+		return ""
+	}
+	return fmt.Sprintf("cp %s/%s %s/%s\n", mdadmBmfGuestDir("mt", c.name), c.bitmap, mt, c.bitmap)
+}
+
+// bmfKernelArg copies mdtool's final bitmap file from the share
+// directory dir onto the guest's filesystem and returns the kernel
+// check's "--bitmap=FILE " ("" when the final array has none).
+func (c mdadmTest) bmfKernelArg(s *strings.Builder, dir string) string {
+	if c.bitmap == "" || !c.bitmapFinal {
+		return ""
+	}
+	k := mdadmBmfMount + "/k"
+	fmt.Fprintf(s, "rm -rf %s; mkdir -p %s; cp %s/%s %s/%s\n", k, k, dir, c.bitmap, k, c.bitmap)
+	return "--bitmap=" + k + "/" + c.bitmap + " "
+}
+
+// mdadmBmfUnguest writes the guest's bitmap directory of a log (side vm
+// or mt) as the share's, which normaliseMdadmLog makes TARGET.
+func mdadmBmfUnguest(log, side, name string) string {
+	return strings.ReplaceAll(log, mdadmBmfGuestDir(side, name)+"/", "/share/"+side+"/"+name+"/")
+}
