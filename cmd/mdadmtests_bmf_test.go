@@ -126,3 +126,14 @@ func (c mdadmTest) bmfKernelArg(s *strings.Builder, dir string) string {
 func mdadmBmfUnguest(log, side, name string) string {
 	return strings.ReplaceAll(log, mdadmBmfGuestDir(side, name)+"/", "/share/"+side+"/"+name+"/")
 }
+
+// mdadmBmfBins: writedata (prelude.sh) of mdtool in the guest (inVM)
+// writes through the array's NBD socket with nbdcopy.
+func mdadmBmfBins(tests []mdadmTest) []string {
+	for _, c := range tests {
+		if c.bitmap != "" && c.inVM {
+			return []string{"/usr/bin/nbdcopy"}
+		}
+	}
+	return nil
+}

@@ -452,7 +452,7 @@ func runMdadmSuite(t *testing.T, bin, root string, tests []mdadmTest) {
 		// (its share directory, kept); mdtool's images are not checked.
 		vmShare = reuse
 	} else {
-		out := mdvm.MustExec(t, mdvm.Run{Share: share, Script: mdadmTestVMScript(tests), Bins: []string{bin}, Mem: 2048, Timeout: 1800 * time.Second,
+		out := mdvm.MustExec(t, mdvm.Run{Share: share, Script: mdadmTestVMScript(tests), Bins: append([]string{bin}, mdadmBmfBins(tests)...), Mem: 2048, Timeout: 1800 * time.Second,
 			Disks: mdadmBmfDisks(t, root, tests), Modules: mdadmBmfModules(tests)})
 		if len(out) > 0 {
 			t.Logf("VM output:\n%s", out)

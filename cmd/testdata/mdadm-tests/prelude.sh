@@ -54,3 +54,16 @@ finish() {
 	[ -z "$bmf" ] || mdadm -X "$bmf" >/dev/null
 	return 0
 }
+
+# writedata writes 1 MiB to the array $1 at its start, in one burst: mdadm
+# through the md device, mdtool (MDTOOL_DEVICE=none: no block device)
+# through its NBD socket. The bitmap-file tests write to a degraded array,
+# whose bits then stay set until a recovery: a count that is no timing.
+writedata() {
+	seq 1 200000 | head -c 1048576 >"$targetdir/pattern"
+	case "$BIN" in
+	*mdtool*) nbdcopy "$targetdir/pattern" "nbd+unix:///?socket=$("$BIN" --detail "$1" | sed -n 's/^ *NBD Socket : //p')" ;;
+	*) dd if="$targetdir/pattern" of="$1" bs=65536 conv=fsync 2>/dev/null ;;
+	esac
+	rm -f "$targetdir/pattern"
+}
