@@ -51,6 +51,16 @@ func (c mdadmTest) bmfEnv(dir string) []string {
 	return []string{"bmf=" + dir + "/" + c.bitmap}
 }
 
+// mdadmBmfQuote quotes the values of K=V pairs for the guest's shell.
+func mdadmBmfQuote(env []string) []string {
+	q := make([]string, len(env))
+	for i, e := range env {
+		k, v, _ := strings.Cut(e, "=")
+		q[i] = k + "='" + v + "'"
+	}
+	return q
+}
+
 func mdadmBmfTests(tests []mdadmTest) bool {
 	for _, c := range tests {
 		if c.bitmap != "" {
@@ -136,4 +146,44 @@ func mdadmBmfBins(tests []mdadmTest) []string {
 		}
 	}
 	return nil
+}
+
+// TestMdadmBmfScript checks the guest script's bitmap-file parts without
+// a VM: the filesystem only when a test has a file, each side's $bmf, the
+// inVM copy, and --bitmap= in the kernel check only where the final array
+// uses the file.
+func TestMdadmBmfScript(t *testing.T) {
+	var bmf []mdadmTest
+	for _, c := range mdadmTests {
+		if c.bitmap != "" {
+			bmf = append(bmf, c)
+		}
+	}
+	if len(bmf) != 5 {
+		t.Fatalf("%d bitmap-file tests in mdadmTests, want 5", len(bmf))
+	}
+	plain := mdadmTestVMScript(mdadmTests[:3])
+	if strings.Contains(plain, "/dev/vda") || mdadmBmfModules(mdadmTests[:3]) != nil || mdadmBmfBins(mdadmTests[:3]) != nil {
+		t.Errorf("a table without bitmap files gets the bitmap filesystem:\n%s", plain)
+	}
+	s := mdadmTestVMScript(bmf)
+	for _, want := range []string{
+		"mount -t ext4 /dev/vda /tmp/bmfs ",
+		"bmf='/tmp/bmfs/vm/05r1-bitmapfile/bitmap'",
+		"bmf='/tmp/bmfs/mt/05r1-n3-bitmapfile/bitmap'",
+		"cp /tmp/bmfs/mt/05r1-n3-bitmapfile/bitmap /share/mt/05r1-n3-bitmapfile/bitmap\n",
+		"cp /share/mt/05r6-bitmapfile/bitmap /tmp/bmfs/k/bitmap\n",
+		"mdadm -A --run /dev/md9 --bitmap=/tmp/bmfs/k/bitmap /dev/loop0 /dev/loop1 /dev/loop2 /dev/loop3 2>&1",
+		"mdadm -A --run /dev/md9 /dev/loop0 /dev/loop1 2>&1", // 05r1-grow-external: the bitmap removed
+	} {
+		if !strings.Contains(s, want) {
+			t.Errorf("guest script lacks %q:\n%s", want, s)
+		}
+	}
+	if m := mdadmBmfModules(bmf); len(m) == 0 || m[len(m)-1] != "ext4" {
+		t.Errorf("modules %q, want ext4 last", m)
+	}
+	if got := mdadmBmfUnguest("F : /tmp/bmfs/vm/x/bitmap\n", "vm", "x"); got != "F : /share/vm/x/bitmap\n" {
+		t.Errorf("mdadmBmfUnguest: %q", got)
+	}
 }

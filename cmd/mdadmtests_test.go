@@ -339,7 +339,7 @@ func mdadmTestVMScript(tests []mdadmTest) string {
 		}
 		mt := "/share/mt/" + c.name
 		attach(c.devs, c.devSize())
-		env = append(env, c.bmfEnv(mdadmBmfGuestDir("mt", c.name))...) // the later bmf= wins
+		env = append(env, mdadmBmfQuote(c.bmfEnv(mdadmBmfGuestDir("mt", c.name)))...) // the later bmf= wins
 		fmt.Fprintf(&s, "(export BIN=/usr/bin/mdtool MDTOOL_RUN_DIR=/tmp/mdtool-%s MDTOOL_CONFIG=/dev/null MDTOOL_DEVICE=none LOG=%s/log targetdir=%s %s; . /share/prelude.sh; . /share/tests/%s.sh; finish; quiet -Ss)\n",
 			c.name, mt, mt, strings.Join(env, " "), c.name)
 		s.WriteString(c.bmfSave(mt))
