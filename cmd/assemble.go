@@ -108,6 +108,7 @@ type assembleOptions struct {
 	scan, run, force, foreground, readonly, noDegraded bool
 	uuid, name, config, update, auto, superMinor       string
 	backupFile                                         string // --backup-file: an in-place reshape's (assemble_backup.go)
+	bitmapFile                                         string // --bitmap: a bitmap file (assemble_bitmapfile.go)
 	srv                                                serveOptions
 }
 
@@ -153,6 +154,9 @@ func newAssembleCmd(env *Env) *cobra.Command {
 		RunE: func(c *cobra.Command, args []string) error {
 			o.srv.verbose = verbosityOf(c)
 			hh, _ := c.Flags().GetString("homehost")
+			if err := checkAssembleBitmap(env, o, c.Flags().Changed("bitmap")); err != nil {
+				return err
+			}
 			return runAssemble(env, o, args, hh, flagChanged(c.Flags(), "homehost"))
 		},
 	}
@@ -169,6 +173,7 @@ func newAssembleCmd(env *Env) *cobra.Command {
 	f.StringVarP(&o.auto, "auto", "a", "", "accepted for mdadm compatibility; no device nodes are created")
 	f.StringVarP(&o.superMinor, "super-minor", "m", "", "only members whose 0.90 superblock has this preferred minor (\"dev\": the md device's)")
 	f.StringVar(&o.backupFile, "backup-file", "", "the backup file of an in-place reshape: its critical section is restored if needed")
+	f.StringVarP(&o.bitmapFile, "bitmap", "b", "", "the array's write-intent bitmap file (a bitmap made with --create --bitmap=FILE)")
 	f.BoolVar(&o.foreground, "foreground", false, "serve in this process until stopped, instead of a background daemon")
 	addServeFlags(f, &o.srv)
 	for _, n := range []string{"auto"} {
@@ -207,6 +212,7 @@ type assembleIdent struct {
 	// superMinor is --super-minor or super-minor=: the preferred minor
 	// of a 0.90 superblock (-1 if not given).
 	superMinor int
+	bitmapFile string // bitmap= of an ARRAY line
 }
 
 func newIdent() assembleIdent { return assembleIdent{level: LevelUnset, raidDisks: -1, superMinor: -1} }
@@ -222,6 +228,7 @@ func identFromConf(a *ConfArray) assembleIdent {
 	id.raidDisks = a.RaidDisks
 	id.devices = a.Devices
 	id.superMinor = a.SuperMinor
+	id.bitmapFile = a.Bitmap
 	return id
 }
 
@@ -1488,7 +1495,11 @@ func (as *assembler) forceArray(st *asmArray) int {
 // start hands the members to the daemon, which opens them, starts the
 // engine and serves the array, and says so.
 func (as *assembler) start(j assembleJob, mddev, name string, devs []*asmDev, order []int, lock *daemon.Lock, clean bool) ExitCode {
-	svc, err := daemon.Launch(as.launchConfig(mddev, name, devs, order, lock))
+	lc := as.launchConfig(mddev, name, devs, order, lock)
+	if !as.bitmapFileFor(j, &lc) {
+		return ExitFailure
+	}
+	svc, err := daemon.Launch(lc)
 	if err != nil {
 		as.launchFailed(mddev, err)
 		return ExitFailure

@@ -113,7 +113,7 @@ EXIT STATUS
 	f.StringVar(&o.layout, "parity", "", "alias of --layout")
 	f.StringVarP(&o.size, "size", "z", "", "space to use on each device (KiB unless suffixed; default: all)")
 	f.StringVarP(&o.metadata, "metadata", "e", "", "superblock version: 1.0, 1.1 or 1.2 (default 1.2)")
-	f.StringVarP(&o.bitmap, "bitmap", "b", "", "write-intent bitmap: internal or none")
+	f.StringVarP(&o.bitmap, "bitmap", "b", "", "write-intent bitmap: internal, none or a file (a path with a '/')")
 	f.StringVar(&o.bitmapChunk, "bitmap-chunk", "", "bitmap chunk size (default 64M; KiB unless suffixed)")
 	f.StringVarP(&o.delay, "delay", "d", "", "seconds between bitmap flushes: the bitmap's daemon sleep (default 5)")
 	f.StringVarP(&o.name, "name", "N", "", "array name (default: from MD-DEVICE)")
@@ -178,6 +178,14 @@ func runCreate(c *cobra.Command, env *Env, o *createOptions, args []string) erro
 	if err := confirmCreate(env, o, res, members); err != nil {
 		return err
 	}
+	startFlags := append(nbdLimitArgs(c.Flags()), "--device="+o.srv.device)
+	if res.BitmapFileHeader != nil {
+		abs, err := createBitmapFile(env, o.bitmap, o.force, res.BitmapFileHeader)
+		if err != nil {
+			return err
+		}
+		startFlags = append(startFlags, "--bitmap="+abs)
+	}
 	if err := writeMembers(res, members); err != nil {
 		return err
 	}
@@ -203,7 +211,7 @@ func runCreate(c *cobra.Command, env *Env, o *createOptions, args []string) erro
 			members[i] = nil
 		}
 	}
-	if err := startCreated(env, createdName(mddev), paths, append(nbdLimitArgs(c.Flags()), "--device="+o.srv.device)...); err != nil {
+	if err := startCreated(env, createdName(mddev), paths, startFlags...); err != nil {
 		return err
 	}
 	if o.verbosity >= 0 {
@@ -243,15 +251,10 @@ func (o *createOptions) planOptions(c *cobra.Command, env *Env, mddev string) (p
 	if err := o.parseSizes(&opts); err != nil {
 		return opts, err
 	}
-	switch o.bitmap {
-	case "", "internal", "none":
-	default:
-		return opts, exitf(ExitUsage, "--bitmap=%s: only internal and none are supported (bitmap files are not)", o.bitmap)
-	}
 	switch o.consistency {
 	case "":
 	case "resync", "bitmap":
-		if o.consistency == "bitmap" && o.bitmap != "internal" {
+		if o.consistency == "bitmap" && o.bitmap != "internal" && !plan.IsBitmapFile(o.bitmap) {
 			return opts, exitMsg(ExitUsage, "--bitmap is required for consistency policy: bitmap")
 		}
 		if o.consistency == "resync" && o.bitmap == "" {

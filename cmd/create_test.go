@@ -80,7 +80,7 @@ func TestCreateRefusalsWriteNothing(t *testing.T) {
 			// 1 GiB members leave 4 KiB for the bitmap: 4K chunks need 32 KiB.
 			return []string{sparse(t, dir, "a", 1024*mib), sparse(t, dir, "b", 1024*mib)}
 		}, []string{"-l1", "-n2", "-b", "internal", "--bitmap-chunk=4K"}, 1, "bitmap"},
-		{"bitmap file", nil, []string{"-l1", "-n2", "--bitmap=/tmp/bm"}, 2, "bitmap"},
+		{"bitmap file in no directory", nil, []string{"-l1", "-n2", "--bitmap=/nonexistent-h1/bm"}, 1, "failed to open bitmap file /nonexistent-h1/bm: No such file or directory"},
 		{"too few devices", nil, []string{"-l5", "-n3"}, 1, "enough devices"},
 		{"raid1 with one device", nil, []string{"-l1", "-n1"}, 2, "unusual number of drives"},
 		{"more devices than slots", nil, []string{"-l1", "-n1", "--force"}, 1, "more devices"},

@@ -432,7 +432,10 @@ func (d *detailView) writeDetail(w io.Writer, dev string, noDevices bool) {
 		fmt.Fprintf(w, "       Persistence : Superblock is persistent\n")
 	}
 	fmt.Fprintf(w, "\n")
-	if st.Bitmap {
+	switch {
+	case st.BitmapFile != "": // GET_BITMAP_FILE's pathname
+		fmt.Fprintf(w, "     Intent Bitmap : %s\n\n", st.BitmapFile)
+	case st.Bitmap:
 		fmt.Fprintf(w, "     Intent Bitmap : Internal\n\n")
 	}
 	if t := sb.UTime.Seconds(); t != 0 {
@@ -823,6 +826,9 @@ func (d *detailView) json(dev string) *detailJSON {
 	}
 	if st.Bitmap {
 		s := "internal"
+		if st.BitmapFile != "" {
+			s = st.BitmapFile
+		}
 		j.IntentBitmap = &s
 	}
 	switch st.Level {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -74,6 +75,9 @@ type Options struct {
 	// --assemble --backup-file): Open restores its critical section
 	// when the superblocks say it was in flight (reshape_backup.go).
 	ReshapeBackup BackupFile
+	// BitmapFile is an external write-intent bitmap file (mdadm
+	// --assemble --bitmap=FILE; bitmapfile.go). The caller closes it.
+	BitmapFile *os.File
 }
 
 // DefaultOptions returns the options of a normal open: any 1.x metadata,
@@ -164,6 +168,7 @@ type Array struct {
 	locks   rangeLocks
 	bm      writeIntent
 	hasBM   bool
+	bmFile  *os.File     // the bitmap is this file (bitmapfile.go), not in the members
 	bmMu    sync.RWMutex // held to swap bm (growbitmap.go) and by readers outside the request path
 	meta    metaState
 	stats   engineStats
@@ -242,6 +247,9 @@ func openAssembled(devs []Device, as *assembly, opts Options) (*Array, error) {
 		if err := a.openBitmap(as); err != nil {
 			return nil, err
 		}
+	}
+	if err := a.openFileBitmap(a.hasBM); err != nil {
+		return nil, err
 	}
 	switch {
 	case a.reshaping():

@@ -109,7 +109,7 @@ func (a *Array) newWIB(h *bitmap.Header, bits []byte) (writeIntent, error) {
 	if a.opts.ReadOnly {
 		return noBitmap{}, nil
 	}
-	return wib.New(cfg, bitmapTarget{a})
+	return wib.New(cfg, a.wibTarget())
 }
 
 // BitmapStats returns the write-intent bitmap counters; ok is false for an

@@ -281,7 +281,7 @@ func (a *Array) syncSuper(m *member, utime superblock.Time) []byte {
 		sb.ReshapePosition = a.rs.safe.Load()
 	}
 	sb.FeatureMap = keep
-	if a.hasBM {
+	if a.hasBM && a.bmFile == nil { // md records no bitmap file
 		sb.FeatureMap |= superblock.FeatureBitmapOffset
 		sb.BitmapOffset = a.bitmapOffsetFor(m)
 	}

@@ -67,7 +67,7 @@ func (a *Array) sync090(m *member) []byte {
 	}
 	v := m.ls.sb
 	sb := superblock.Sync090(m.ls.v090, ms, self, a.meta.events, uint32(v.UTime.Seconds()), uint32(v.Size/2),
-		a.meta.inSync, a.meta.recoveryCP, a.hasBM)
+		a.meta.inSync, a.meta.recoveryCP, a.hasBM && a.bmFile == nil)
 	enc := sb.Marshal()
 	copy(m.ls.raw, enc)
 	return enc

@@ -220,6 +220,7 @@ type Status struct {
 	Clean            bool   `json:"clean"`
 	Degraded         int    `json:"degraded"`
 	Bitmap           bool   `json:"bitmap"`
+	BitmapFile       string `json:"bitmap_file,omitempty"` // the bitmap is this file (mdadm --bitmap=FILE)
 	ReadOnly         bool   `json:"read_only"`
 	// SyncAction is md's sync_action: idle, resync, recover, check,
 	// repair, frozen; SyncDone/SyncTotal its progress in sectors (md's

@@ -67,6 +67,9 @@ type LaunchConfig struct {
 	// --assemble --backup-file): the engine restores its critical section
 	// when needed, and the daemon removes the file when the reshape ends.
 	BackupFile string
+	// BitmapFile: an external write-intent bitmap file (mdadm's
+	// --assemble --bitmap=FILE), opened read-write for the engine.
+	BitmapFile string
 	// RemoteReAdd: see Config.
 	RemoteReAdd time.Duration
 	// Added, if set, is called after member i is opened.

@@ -27,6 +27,9 @@ func openReshapeBackup(path string) (*os.File, error) {
 // without it ("backup file ... inaccessible").
 func openWithBackup(lc *LaunchConfig, edevs []engine.Device) (*engine.Array, error) {
 	opts := launchOptions(lc)
+	if err := openBitmapFile(lc, &opts); err != nil {
+		return nil, err
+	}
 	if lc.BackupFile != "" {
 		// read-write: an in-place reshape that keeps or lowers the data
 		// devices continues backing up into it (mdadm's child)

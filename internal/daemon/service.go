@@ -502,6 +502,9 @@ func (s *Service) Status() (*Status, error) {
 			st.Layout = l
 		}
 		st.Bitmap = sb.FeatureMap&superblock.FeatureBitmapOffset != 0 && g.Level() != layout.RAID0 && g.Level() != layout.Linear
+		if p := s.cfg.Array.BitmapFile(); p != "" {
+			st.Bitmap, st.BitmapFile = true, p
+		}
 	}
 	return st, nil
 }

@@ -163,6 +163,9 @@ type Result struct {
 	BitmapChunk    uint64 // bytes
 	BitmapSyncSize uint64 // sectors covered (array size for raid10)
 	BitmapOffset   int32  // sectors from the superblock
+	// BitmapFileHeader is the header of the bitmap file for
+	// --bitmap=FILE (NewBitmapFile gives its content); nil otherwise.
+	BitmapFileHeader *bitmap.Header
 
 	// ResyncOffset is the superblocks' resync_offset: superblock.MaxSector
 	// (clean) or 0 (the kernel starts a full resync).
@@ -251,6 +254,7 @@ func Plan(o Options) (*Result, error) {
 		p.assignSlots,    // Create()'s device loop: numbers and roles
 		p.addBitmap,      // add_internal_bitmap1
 		p.planMembers,    // write_init_super1, per member
+		p.fileBitmap,     // CreateBitmap for --bitmap=FILE
 		p.checkArray,     // what the md driver would refuse or run empty
 	} {
 		if err := phase(); err != nil {
@@ -359,8 +363,7 @@ func (p *planner) checkArguments() error {
 	case o.Bitmap == "" || o.Bitmap == "internal" || o.Bitmap == "none":
 	case o.Bitmap == "clustered":
 		return refuse(BitmapClustered)
-	case strings.Contains(o.Bitmap, "/"):
-		return refuseArg(BitmapFile, o.Bitmap)
+	case strings.Contains(o.Bitmap, "/"): // a bitmap file (bitmapfile.go)
 	default:
 		return refuseArg(BitmapInvalid, o.Bitmap)
 	}

@@ -533,7 +533,7 @@ func TestPlanErrors(t *testing.T) {
 		{"chunk small", func(o *Options) { o.Level = "raid0"; o.ChunkKiB = 2 }, "invalid chunk/rounding value: 2K", 2},
 		{"chunk not pow2", func(o *Options) { o.Level = "raid5"; o.ChunkKiB = 48 }, "chunk size 48K is not a power of 2, which raid5 requires", 1},
 		{"name long", func(o *Options) { o.Name = strings.Repeat("x", 33) }, "name '" + strings.Repeat("x", 33) + "' is too long, 32 chars max.", 2},
-		{"bitmap file", func(o *Options) { o.Bitmap = "/tmp/bm" }, "external bitmap files are not supported", 2},
+		{"bitmap file raid0", func(o *Options) { o.Level = "0"; o.Bitmap = "/tmp/bm" }, "bitmaps not meaningful with level raid0", 1},
 		{"bitmap typo", func(o *Options) { o.Bitmap = "intern" }, "bitmap file must contain a '/', or be 'internal', or be 'clustered', or 'none'\n       not 'intern'", 2},
 		{"bitmap chunk", func(o *Options) { o.Bitmap = "internal"; o.BitmapChunk = 3000 }, "invalid bitmap chunksize: 3000", 2},
 		{"n1", func(o *Options) { o.RaidDevices = 1; o.SpareDevices = 1 }, "'1' is an unusual number of drives for an array, so it is probably\n     a mistake.  If you really mean it you will need to specify --force before\n     setting the number of drives.", 2},

@@ -1,0 +1,137 @@
+package cmd
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"mdtool/bitmap"
+	"mdtool/internal/crashload"
+	"mdtool/internal/daemon"
+)
+
+// dirtyOf is the dirty count of "mdtool -X FILE" (the mdadm tests' sed).
+func dirtyOf(t *testing.T, bmf string) int {
+	t.Helper()
+	code, out, errs := mdtool(t, "-X", bmf)
+	if code != 0 {
+		t.Fatalf("-X %s: exit %d: %s", bmf, code, errs)
+	}
+	m := regexp.MustCompile(`Bitmap : \d+ bits \(chunks\), (\d+) dirty`).FindStringSubmatch(out)
+	if m == nil {
+		t.Fatalf("-X %s:\n%s", bmf, out)
+	}
+	n, _ := strconv.Atoi(m[1])
+	return n
+}
+
+// waitDirty polls the file until its dirty count is want (the daemon's
+// passes), with a generous deadline.
+func waitDirty(t *testing.T, bmf string, want int) {
+	t.Helper()
+	deadline := time.Now().Add(90 * time.Second)
+	for {
+		n := dirtyOf(t, bmf)
+		if n == want {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: %d dirty, want %d", bmf, n, want)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// TestBitmapFileCreateAssemble: create --bitmap=FILE writes mdadm's file
+// and no internal bitmap; assemble --bitmap=FILE serves the array with
+// the bitmap in the file (dirty after writes, cleared by the daemon),
+// -D names the file; the refusals are mdadm's, with nothing written.
+func TestBitmapFileCreateAssemble(t *testing.T) {
+	dir := t.TempDir()
+	runDir := filepath.Join(dir, "run")
+	bmf := filepath.Join(dir, "bitmap")
+	md := "/dev/md/bmf"
+	devs := mkArray(t, dir, md, 2, 16<<20, "-l1", "-n2", "--delay=1", "--bitmap", bmf)
+	raw, err := os.ReadFile(bmf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := bitmap.Parse(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h.ChunkSize != 4096 || h.DaemonSleep != 1 || h.Events != 0 || h.SyncSize == 0 ||
+		uint64(len(raw)) != h.Bytes() || bytes.Count(raw[bitmap.HeaderSize:], []byte{0xff}) != len(raw)-bitmap.HeaderSize {
+		t.Errorf("bitmap file: %+v, %d bytes", h, len(raw))
+	}
+	if _, ex, _ := mdtool(t, "-E", devs[0]); strings.Contains(ex, "Internal Bitmap") || !strings.Contains(ex, "Array UUID") {
+		t.Errorf("-E of a member of an array with a bitmap file:\n%s", ex)
+	}
+	hash := sparseHash(t, devs[0])
+	for _, c := range []struct {
+		args []string
+		code int
+		err  string
+	}{
+		{[]string{"create", md, "--run", "-l1", "-n2", "--bitmap=" + bmf, devs[0], devs[1]}, 1,
+			"mdtool: bitmap file " + bmf + " already exists, use --force to overwrite\n"},
+		{[]string{"create", md, "--run", "-l1", "-n2", "--bitmap=bm", devs[0], devs[1]}, 2,
+			"mdtool: bitmap file must contain a '/', or be 'internal', or be 'clustered', or 'none'\n       not 'bm'\n"},
+		{[]string{"assemble", "--run-dir", runDir, md, "--bitmap=" + bmf + ".no", devs[0], devs[1]}, 2,
+			"mdtool: cannot open bitmap file " + bmf + ".no: No such file or directory\n"},
+	} {
+		code, _, errs := mdtool(t, c.args...)
+		if code != c.code || !strings.HasSuffix(errs, c.err) {
+			t.Errorf("%v: exit %d %q, want %d %q", c.args, code, errs, c.code, c.err)
+		}
+	}
+	if sparseHash(t, devs[0]) != hash {
+		t.Error("a refused create wrote the members")
+	}
+	if b, _ := os.ReadFile(bmf); !bytes.Equal(b, raw) {
+		t.Error("a refused create changed the bitmap file")
+	}
+
+	s := serve(t, runDir, md, "--bitmap="+bmf, devs[0], devs[1])
+	if d := detailText(t, runDir, md); !strings.Contains(d, "     Intent Bitmap : "+bmf+"\n") ||
+		!strings.Contains(d, "Consistency Policy : bitmap\n") {
+		t.Errorf("detail:\n%s", d)
+	}
+	waitDirty(t, bmf, 0) // resync done, then the daemon's passes
+	c, err := crashload.Dial(daemon.PathsFor(runDir, s.name).NBD())
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := bytes.Repeat([]byte{0xa5}, 1<<20)
+	for off := int64(0); off < 4<<20; off += 1 << 20 {
+		if err := c.WriteAt(p, off); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.Close()
+	if n := dirtyOf(t, bmf); n == 0 {
+		t.Error("no dirty bit in the file after 4 MiB of writes")
+	}
+	waitDirty(t, bmf, 0)
+	s.stop()
+	if b, _ := os.ReadFile(bmf); len(b) != len(raw) {
+		t.Errorf("the file is %d bytes, was %d", len(b), len(raw))
+	}
+	if _, ex, _ := mdtool(t, "-E", devs[1]); strings.Contains(ex, "Internal Bitmap") {
+		t.Errorf("-E after serving with a bitmap file:\n%s", ex)
+	}
+
+	// a file of another array: refused at the start, as md's "bitmap
+	// superblock UUID mismatch" fails RUN_ARRAY
+	other := filepath.Join(dir, "other")
+	odevs := mkArray(t, dir, "/dev/md/other", 2, 16<<20, "-l1", "-n2", "--bitmap", other)
+	_ = odevs
+	if s, code := tryServe(t, runDir, md, "--bitmap="+other, devs[0], devs[1]); s != nil || code == 0 {
+		t.Errorf("assemble with another array's bitmap file: exit %d", code)
+	}
+}
