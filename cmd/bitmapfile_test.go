@@ -135,3 +135,95 @@ func TestBitmapFileCreateAssemble(t *testing.T) {
 		t.Errorf("assemble with another array's bitmap file: exit %d", code)
 	}
 }
+
+// TestBitmapFileGrow is tests/05r1-grow-external's sequence: a bitmap
+// file added to a running array, dirty after writes and cleared by the
+// daemon, refused twice, then removed with --bitmap=none.
+func TestBitmapFileGrow(t *testing.T) {
+	dir := t.TempDir()
+	runDir := filepath.Join(dir, "run")
+	md := "/dev/md/bmg"
+	devs := mkArray(t, dir, md, 2, 16<<20, "-l1", "-n2", "--assume-clean")
+	s := serve(t, runDir, md, devs...)
+	bmf := filepath.Join(dir, "bm")
+	if code, out, errs := mdtool(t, "grow", "--run-dir", runDir, md, "--bitmap="+bmf, "--delay=1"); code != 0 {
+		t.Fatalf("grow --bitmap=%s: exit %d: %s%s", bmf, code, out, errs)
+	}
+	if d := detailText(t, runDir, md); !strings.Contains(d, "     Intent Bitmap : "+bmf+"\n") {
+		t.Errorf("detail after the grow:\n%s", d)
+	}
+	waitDirty(t, bmf, 0)
+	c, err := crashload.Dial(s.nbdURI()[len("nbd+unix:///?socket="):])
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := bytes.Repeat([]byte{0x3c}, 1<<20)
+	for off := int64(0); off < 8<<20; off += 1 << 20 {
+		if err := c.WriteAt(p, off); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.Close()
+	if n := dirtyOf(t, bmf); n < 400 {
+		t.Errorf("%d dirty after 8 MiB of writes, want >= 400 (05r1-grow-external's bound)", n)
+	}
+	waitDirty(t, bmf, 0)
+	for _, c := range []struct {
+		args []string
+		err  string
+	}{
+		{[]string{"--bitmap=internal"}, "mdtool: bitmap already present on " + md + "\n"},
+		{[]string{"--bitmap=" + bmf + "2"}, "mdtool: " + md + " already has a bitmap (" + bmf + ")\n"},
+	} {
+		args := append([]string{"grow", "--run-dir", runDir, md}, c.args...)
+		if code, _, errs := mdtool(t, args...); code != 1 || errs != c.err {
+			t.Errorf("%v: exit %d %q, want 1 %q", c.args, code, errs, c.err)
+		}
+	}
+	if code, _, errs := mdtool(t, "grow", "--run-dir", runDir, md, "--bitmap=none"); code != 0 {
+		t.Fatalf("--bitmap=none: exit %d %s", code, errs)
+	}
+	if d := detailText(t, runDir, md); strings.Contains(d, "Intent Bitmap") {
+		t.Errorf("detail after --bitmap=none:\n%s", d)
+	}
+	// the file is left, and a new grow refuses it without --force
+	if code, _, errs := mdtool(t, "grow", "--run-dir", runDir, md, "--bitmap="+bmf); code != 1 ||
+		errs != "mdtool: bitmap file "+bmf+" already exists, use --force to overwrite\n" {
+		t.Errorf("grow onto an existing file: exit %d %q", code, errs)
+	}
+	if code, _, errs := mdtool(t, "grow", "--run-dir", runDir, md, "--bitmap="+bmf, "--force"); code != 0 {
+		t.Errorf("grow --force onto an existing file: exit %d %q", code, errs)
+	}
+	s.stop()
+	if _, ex, _ := mdtool(t, "-E", devs[0]); strings.Contains(ex, "Internal Bitmap") {
+		t.Errorf("-E after grow with a bitmap file:\n%s", ex)
+	}
+}
+
+// TestBitmapFileConfig: the bitmap= word of an ARRAY line gives the
+// array its bitmap file at assemble --scan; one that does not open is
+// mdadm's "Could not open bitmap file".
+func TestBitmapFileConfig(t *testing.T) {
+	dir := t.TempDir()
+	runDir := filepath.Join(dir, "run")
+	bmf := filepath.Join(dir, "c.bm")
+	md := "/dev/md/bmc"
+	mkArray(t, dir, md, 2, 16<<20, "-l1", "-n2", "--assume-clean", "--bitmap="+bmf)
+	conf := filepath.Join(dir, "mdadm.conf")
+	write := func(bm string) {
+		text := "DEVICE " + filepath.Join(dir, "*.img") + "\nARRAY " + md + " name=testhost:bmc bitmap=" + bm + "\n"
+		if err := os.WriteFile(conf, []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(bmf + ".missing")
+	if s, code := tryServe(t, runDir, md, "--scan", "--config", conf); s != nil || code == 0 {
+		t.Errorf("assemble with a missing bitmap= file: exit %d", code)
+	}
+	write(bmf)
+	s := serve(t, runDir, md, "--scan", "--config", conf)
+	if d := detailText(t, runDir, md); !strings.Contains(d, "     Intent Bitmap : "+bmf+"\n") {
+		t.Errorf("detail:\n%s", d)
+	}
+	s.stop()
+}

@@ -68,6 +68,10 @@ Defaults are mdadm 4.2's: metadata 1.2, chunk 512K, layout left-symmetric
 (raid5/6) or n2 (raid10), the data offset formula, bad-block log and bitmap
 placement, a 64M bitmap chunk, and an automatic internal bitmap when the
 component size exceeds 100 GiB (mdadm 4.4 and later no longer add one).
+--bitmap=FILE (a path with a '/') writes an external bitmap file as mdadm
+4.2 does instead (chunk 4K doubled up to at most 2^20 chunks unless
+--bitmap-chunk is given; an existing file needs --force); the daemon is
+started with "--bitmap=FILE", and the array is assembled again with it.
 Sizes take mdadm's suffixes: K (default), M, G, T, and s for sectors.
 
 Like mdadm --create, create then starts the new array: it runs

@@ -19,6 +19,7 @@ type growOptions struct {
 	chunk       string // --chunk/-c
 	layout      string // --layout/-p
 	backupFile  string // --backup-file
+	delay       string // --delay/-d: a new bitmap file's daemon sleep (seconds)
 	add         []string
 	assumeClean bool
 	force       bool
@@ -34,6 +35,7 @@ continues; only one kind of change is made per command, chosen as mdadm 4.2
 chooses it:
 
   --bitmap=internal [--bitmap-chunk=N]   add a write-intent bitmap
+  --bitmap=/path/FILE [--delay=S]        add a bitmap file (mdadm's CreateBitmap)
   --bitmap=none                          remove it
   --size=max|N (-z)                      use more (or less) of each member
   --array-size=max|N (-Z)                the size the array exports (not stored)
@@ -77,8 +79,9 @@ func newGrowCmd(env *Env) *cobra.Command {
 		},
 	}
 	f := c.Flags()
-	f.StringVarP(&o.bitmap, "bitmap", "b", "", "add (internal) or remove (none) the write-intent bitmap")
-	f.StringVar(&o.bitmapChunk, "bitmap-chunk", "", "bitmap chunk size for --bitmap=internal (KiB unless suffixed)")
+	f.StringVarP(&o.bitmap, "bitmap", "b", "", "add (internal, or a file: a path with a '/') or remove (none) the write-intent bitmap")
+	f.StringVar(&o.bitmapChunk, "bitmap-chunk", "", "bitmap chunk size for --bitmap=internal or a file (KiB unless suffixed)")
+	f.StringVarP(&o.delay, "delay", "d", "", "with --bitmap=FILE: seconds between bitmap flushes (default 5)")
 	f.StringVarP(&o.size, "size", "z", "", "space to use on each device: max, or a size (KiB unless suffixed)")
 	f.StringVarP(&o.arraySize, "array-size", "Z", "", "size of the exported array: max, or a size (not stored)")
 	f.IntVarP(&o.raidDevices, "raid-devices", "n", 0, "new number of active devices")

@@ -19,6 +19,8 @@ import (
 func growBitmap(env *Env, o *growOptions, md string) error {
 	switch {
 	case o.bitmap == "internal" || o.bitmap == "none":
+	case plan.IsBitmapFile(o.bitmap):
+		return growBitmapFile(env, o, md) // grow_bitmapfile.go
 	case o.bitmap == "clustered" || strings.Contains(o.bitmap, "/"):
 		return exitf(ExitFailure, "only internal bitmaps are supported, not '%s'", escName(o.bitmap))
 	default:

@@ -243,12 +243,12 @@ func openAssembled(devs []Device, as *assembly, opts Options) (*Array, error) {
 		return nil, err
 	}
 	a.bm = noBitmap{}
-	if ref.FeatureMap&superblock.FeatureBitmapOffset != 0 && a.redundant() {
+	if ref.FeatureMap&superblock.FeatureBitmapOffset != 0 && a.redundant() && opts.BitmapFile == nil {
 		if err := a.openBitmap(as); err != nil {
 			return nil, err
 		}
 	}
-	if err := a.openFileBitmap(a.hasBM); err != nil {
+	if err := a.openFileBitmap(); err != nil {
 		return nil, err
 	}
 	switch {

@@ -81,14 +81,14 @@ func readBitmapFile(f *os.File) (*bitmap.Header, []byte, error) {
 }
 
 // openFileBitmap starts the runtime on Options.BitmapFile (mdadm
-// --assemble --bitmap=FILE: SET_BITMAP_FILE before RUN_ARRAY).
-func (a *Array) openFileBitmap(internal bool) error {
+// --assemble --bitmap=FILE: SET_BITMAP_FILE before RUN_ARRAY). Given a
+// file, md's super_1_validate/super_90_validate ignore an internal bitmap
+// (bitmap_info.file set), and the superblocks written next drop it.
+func (a *Array) openFileBitmap() error {
 	f := a.opts.BitmapFile
 	switch {
 	case f == nil:
 		return nil
-	case internal:
-		return fmt.Errorf("%w: the array has an internal bitmap and a bitmap file was given", ErrBitmapPresent)
 	case !a.redundant():
 		return fmt.Errorf("%w: a bitmap file on an array without redundancy", ErrUnsupported)
 	}
@@ -116,4 +116,50 @@ func (a *Array) BitmapFile() string {
 		return ""
 	}
 	return a.bmFile.Name()
+}
+
+// AddBitmapFile makes f, a bitmap file mdadm's CreateBitmap wrote for
+// this array, the array's bitmap while it runs (mdadm --grow
+// --bitmap=FILE: SET_BITMAP_FILE on an active array). The file is read
+// and loaded as md_bitmap_create/load do (out of date: every bit set,
+// events brought to the array's); the superblocks still record no bitmap.
+func (a *Array) AddBitmapFile(f *os.File) error {
+	release, err := a.beginBitmapChange()
+	if err != nil {
+		return err
+	}
+	defer release()
+	if a.HasBitmap() {
+		return ErrBitmapPresent
+	}
+	if !a.redundant() {
+		return fmt.Errorf("%w: a bitmap file on an array without redundancy", ErrUnsupported)
+	}
+	h, bits, err := readBitmapFile(f)
+	if err != nil {
+		return fmt.Errorf("engine: bitmap file %s: %w", f.Name(), err)
+	}
+	a.suspend()
+	defer a.resume()
+	a.meta.mu.Lock()
+	defer a.meta.mu.Unlock()
+	if err := h.CheckFor(a.bitmapUUID(), a.meta.events); err != nil && !errors.As(err, new(*bitmap.StaleError)) {
+		return fmt.Errorf("engine: bitmap file %s: %w", f.Name(), err)
+	}
+	a.bmMu.Lock()
+	a.bmFile = f
+	a.bmMu.Unlock()
+	rt, err := a.startAddedBitmap(h, bits)
+	if err != nil {
+		a.bmMu.Lock()
+		a.bmFile = nil
+		a.bmMu.Unlock()
+		return err
+	}
+	a.bmMu.Lock()
+	a.bm = rt
+	a.hasBM = true
+	a.bmMu.Unlock()
+	a.meta.changeDevs = true
+	return a.updateSuperLocked(true)
 }

@@ -216,10 +216,81 @@ func TestBitmapFileRefused(t *testing.T) {
 	if _, err := Open(devices(mems), o); err == nil || !errors.Is(err, ErrBitmapFileShort) {
 		t.Errorf("short file: %v, want ErrBitmapFileShort", err)
 	}
+}
+
+// TestBitmapFileOverInternal: given a file, an array with an internal
+// bitmap runs on the file, and its superblocks drop the internal bitmap
+// when next written, as md's super_1_validate and super_1_sync do when
+// bitmap_info.file is set.
+func TestBitmapFileOverInternal(t *testing.T) {
 	internal := create(t, spec{level: "raid1", n: 2, devMiB: []int{16}, bitmap: true})
-	_, f := createFileBitmap(t, s)
+	_, f := createFileBitmap(t, spec{level: "raid1", n: 2, devMiB: []int{16}})
+	o := testOptions()
 	o.BitmapFile = f
-	if _, err := Open(devices(internal), o); !errors.Is(err, ErrBitmapPresent) {
-		t.Errorf("internal bitmap and a file: %v, want ErrBitmapPresent", err)
+	a := open(t, internal, o)
+	defer a.Close()
+	if a.BitmapFile() != f.Name() {
+		t.Fatalf("BitmapFile() = %q", a.BitmapFile())
+	}
+	mustWrite(t, a, nil, make([]byte, 4096), 0)
+	if _, d, _ := fileBits(t, f); d == 0 {
+		t.Error("the write set no bit in the file")
+	}
+	if sb := readSB(t, internal[0]); sb.FeatureMap&superblock.FeatureBitmapOffset != 0 {
+		t.Errorf("superblock still records the internal bitmap: features %#x", sb.FeatureMap)
+	}
+}
+
+// TestBitmapFileAddRemove: AddBitmapFile on a running array loads the
+// file out of date (every bit set, then cleared by the daemon), writes
+// then set bits in it; RemoveBitmap lets it go: later writes leave the
+// file alone and the superblocks never record a bitmap.
+func TestBitmapFileAddRemove(t *testing.T) {
+	s := spec{level: "raid1", n: 2, devMiB: []int{16}}
+	_, f := createFileBitmap(t, s)
+	mems := create(t, s) // same UUID (same seed), no bitmap
+	clk := &fakeClock{t: time.Unix(1700000100, 0)}
+	o := testOptions()
+	o.Clock = clk.Now
+	a := open(t, mems, o)
+	defer a.Close()
+	tick := func() {
+		for i := 0; i < 3; i++ {
+			clk.Add(6 * time.Second)
+			a.Tick()
+		}
+	}
+	p := make([]byte, 4096)
+	mustWrite(t, a, nil, p, 0)
+	if err := a.AddBitmapFile(f); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.AddBitmapFile(f); !errors.Is(err, ErrBitmapPresent) {
+		t.Errorf("second AddBitmapFile: %v", err)
+	}
+	h, _, _ := fileBits(t, f)
+	if sb := readSB(t, mems[0]); h.Events != sb.Events || sb.FeatureMap&superblock.FeatureBitmapOffset != 0 {
+		t.Errorf("after the add: file events %d, superblock events %d, features %#x", h.Events, sb.Events, sb.FeatureMap)
+	}
+	tick()
+	if _, d, _ := fileBits(t, f); d != 0 {
+		t.Fatalf("%d dirty after the daemon passes", d)
+	}
+	mustWrite(t, a, nil, p, 8<<20)
+	if _, d, _ := fileBits(t, f); d == 0 {
+		t.Fatal("no dirty bit after a write")
+	}
+	tick()
+	if err := a.RemoveBitmap(); err != nil {
+		t.Fatal(err)
+	}
+	if a.HasBitmap() || a.BitmapFile() != "" {
+		t.Fatal("bitmap still there after RemoveBitmap")
+	}
+	before, _, _ := fileBits(t, f)
+	mustWrite(t, a, nil, p, 4<<20)
+	after, d, _ := fileBits(t, f)
+	if d != 0 || after.Events != before.Events {
+		t.Errorf("the file changed after its removal: %d dirty, events %d -> %d", d, before.Events, after.Events)
 	}
 }

@@ -179,6 +179,7 @@ func (a *Array) RemoveBitmap() error {
 	a.bmMu.Lock()
 	a.bm = noBitmap{}
 	a.hasBM = false
+	a.bmFile = nil // a bitmap file is let go (SET_BITMAP_FILE -1); its owner closes it
 	a.bmMu.Unlock()
 	pauseAt("remove-dropped")
 	a.meta.changeDevs = true

@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"errors"
+	"strings"
 
 	"mdtool/bitmap"
 	"mdtool/engine"
@@ -54,6 +55,9 @@ func (s *Service) growBitmap(req Request) error {
 		return nil
 	case "internal":
 	default:
+		if strings.HasPrefix(req.Bitmap, "/") {
+			return s.growBitmapFile(req.Bitmap) // bitmapfile.go
+		}
 		return Errorf(CodeInvalid, "bitmap must be internal or none, not %q", req.Bitmap)
 	}
 	if a.HasBitmap() {
