@@ -41,6 +41,11 @@ type mdadmTest struct {
 	md5 bool
 	// size is each member's size in bytes (0: mdadmTestDevSize).
 	size int64
+	// bitmap names the test's external bitmap file, the scripts' $bmf
+	// (mdadmtests_bmf_test.go): its final -X is compared too;
+	// bitmapFinal: the kernel assembles mdtool's final array with it.
+	bitmap      string
+	bitmapFinal bool
 }
 
 func (c mdadmTest) devSize() int64 {
@@ -298,6 +303,7 @@ func runMdadmTestHost(t *testing.T, bin, root, src string, c mdadmTest) string {
 		// mdadm's arrays are /dev/mdN; these are compared by their text,
 		// without a kernel block device (and its one-line note).
 		"MDTOOL_DEVICE=none")
+	cmd.Env = append(cmd.Env, c.bmfEnv(dir)...)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("%s: mdtool run: %v\n%s", c.name, err, out)
 	}
@@ -316,6 +322,7 @@ func runMdadmTestHost(t *testing.T, bin, root, src string, c mdadmTest) string {
 func mdadmTestVMScript(tests []mdadmTest) string {
 	var s strings.Builder
 	s.WriteString("echo 500000 > /proc/sys/dev/raid/speed_limit_min\necho 2000000 > /proc/sys/dev/raid/speed_limit_max\nmkdir -p /tmp/img\n")
+	s.WriteString(mdadmBmfSetup(tests))
 	attach := func(n int, size int64) {
 		for i := 0; i < n; i++ {
 			fmt.Fprintf(&s, "rm -f /tmp/img/d%d; truncate -s %d /tmp/img/d%d; losetup /dev/loop%d /tmp/img/d%d || echo LOSETUP-FAILED\n", i, size, i, i, i)
@@ -329,6 +336,7 @@ func mdadmTestVMScript(tests []mdadmTest) string {
 	for _, c := range tests {
 		dir := "/share/vm/" + c.name
 		_, env := mdadmTestNames(c, func(i int) string { return fmt.Sprintf("/dev/loop%d", i) })
+		env = append(env, c.bmfEnv(mdadmBmfGuestDir("vm", c.name))...)
 		for i := range env {
 			k, v, _ := strings.Cut(env[i], "=")
 			env[i] = k + "='" + v + "'"
@@ -343,8 +351,10 @@ func mdadmTestVMScript(tests []mdadmTest) string {
 		}
 		mt := "/share/mt/" + c.name
 		attach(c.devs, c.devSize())
+		env = append(env, mdadmBmfQuote(c.bmfEnv(mdadmBmfGuestDir("mt", c.name)))...) // the later bmf= wins
 		fmt.Fprintf(&s, "(export BIN=/usr/bin/mdtool MDTOOL_RUN_DIR=/tmp/mdtool-%s MDTOOL_CONFIG=/dev/null MDTOOL_DEVICE=none LOG=%s/log targetdir=%s %s; . /share/prelude.sh; . /share/tests/%s.sh; finish; quiet -Ss)\n",
 			c.name, mt, mt, strings.Join(env, " "), c.name)
+		s.WriteString(c.bmfSave(mt))
 		detach(c.devs)
 		for _, i := range c.final {
 			fmt.Fprintf(&s, "cp /tmp/img/d%d %s/d%d.img\n", i, mt, i)
@@ -360,7 +370,8 @@ func mdadmTestVMScript(tests []mdadmTest) string {
 			fmt.Fprintf(&s, "cp %s/d%d.img /tmp/img/k%d; losetup /dev/loop%d /tmp/img/k%d || echo LOSETUP-FAILED\n", dir, i, j, j, j)
 			loops = append(loops, fmt.Sprintf("/dev/loop%d", j))
 		}
-		fmt.Fprintf(&s, "{ mdadm -A --run /dev/md9 %s 2>&1 || echo ASSEMBLE-FAILED\n", strings.Join(loops, " "))
+		bmArg := c.bmfKernelArg(&s, dir) // --bitmap=FILE, the file copied onto the guest's ext2
+		fmt.Fprintf(&s, "{ mdadm -A --run /dev/md9 %s%s 2>&1 || echo ASSEMBLE-FAILED\n", bmArg, strings.Join(loops, " "))
 		s.WriteString("mdadm --wait /dev/md9 >/dev/null 2>&1\n")
 		s.WriteString("if echo check > /sys/block/md9/md/sync_action 2>/dev/null; then sleep 0.1; mdadm --wait /dev/md9 >/dev/null 2>&1; fi\n")
 		s.WriteString("echo mismatch_cnt=$(cat /sys/block/md9/md/mismatch_cnt 2>/dev/null)\n")
@@ -456,7 +467,8 @@ func runMdadmSuite(t *testing.T, bin, root string, tests []mdadmTest) {
 		// (its share directory, kept); mdtool's images are not checked.
 		vmShare = reuse
 	} else {
-		out := mdvm.MustExec(t, mdvm.Run{Share: share, Script: mdadmTestVMScript(tests), Bins: []string{bin}, Mem: 2048, Timeout: 1800 * time.Second})
+		out := mdvm.MustExec(t, mdvm.Run{Share: share, Script: mdadmTestVMScript(tests), Bins: append([]string{bin}, mdadmBmfBins(tests)...), Mem: 2048, Timeout: 1800 * time.Second,
+			Disks: mdadmBmfDisks(t, root, tests), Modules: mdadmBmfModules(tests)})
 		if len(out) > 0 {
 			t.Logf("VM output:\n%s", out)
 		}
@@ -477,13 +489,13 @@ func runMdadmSuite(t *testing.T, bin, root string, tests []mdadmTest) {
 				t.Fatalf("no mdadm log: %v", err)
 			}
 			names, _ := mdadmTestNames(c, func(i int) string { return fmt.Sprintf("/dev/loop%d", i) })
-			want := normaliseMdadmLog(string(b), names, "/share/vm/"+c.name)
+			want := normaliseMdadmLog(mdadmBmfUnguest(string(b), "vm", c.name), names, "/share/vm/"+c.name)
 			if c.inVM {
 				m, err := os.ReadFile(filepath.Join(vmShare, "mt", c.name, "log"))
 				if err != nil {
 					t.Fatalf("no mdtool log: %v", err)
 				}
-				got[c.name] = normaliseMdadmLog(string(m), names, "/share/mt/"+c.name)
+				got[c.name] = normaliseMdadmLog(mdadmBmfUnguest(string(m), "mt", c.name), names, "/share/mt/"+c.name)
 			}
 			_, unmasked := compareMdadmLogs(splitSteps(want), splitSteps(got[c.name]))
 			mine := got[c.name]

@@ -6,6 +6,7 @@
 #   targetdir  the case's scratch directory
 #   dev0..     the members (loop devices in the VM, image files on the host)
 #   devlist    all members; md0 md1 md2 as in mdadm's tests
+#   bmf        the external bitmap file of a test that has one (else empty)
 # A step is logged as "### mdadm ARGS", its stdout, "--- stderr", its
 # stderr and "--- rc=N"; its stdout is also printed, so that
 # uuid=$(mdadm -Db $md0 | sed ...) works as in mdadm's tests.
@@ -42,12 +43,27 @@ settle() {
 	return 0
 }
 
-# finish stops every array and logs every member's -E and -X.
+# finish stops every array and logs every member's -E and -X, and the
+# bitmap file's -X.
 finish() {
 	quiet -Ss
 	for d in $devlist; do
 		mdadm -E "$d" >/dev/null
 		mdadm -X "$d" >/dev/null
 	done
+	[ -z "$bmf" ] || mdadm -X "$bmf" >/dev/null
 	return 0
+}
+
+# writedata writes 1 MiB to the array $1 at its start, in one burst: mdadm
+# through the md device, mdtool (MDTOOL_DEVICE=none: no block device)
+# through its NBD socket. The bitmap-file tests write to a degraded array,
+# whose bits then stay set until a recovery: a count that is no timing.
+writedata() {
+	seq 1 200000 | head -c 1048576 >"$targetdir/pattern"
+	case "$BIN" in
+	*mdtool*) nbdcopy "$targetdir/pattern" "nbd+unix:///?socket=$("$BIN" --detail "$1" | sed -n 's/^ *NBD Socket : //p')" ;;
+	*) dd if="$targetdir/pattern" of="$1" bs=65536 conv=fsync 2>/dev/null ;;
+	esac
+	rm -f "$targetdir/pattern"
 }
