@@ -3,6 +3,7 @@ package cmd
 import (
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -58,7 +59,9 @@ func TestManage090(t *testing.T) {
 		t.Errorf("--add: %q", errs)
 	}
 	d := waitFor(t, runDir, md, "recover")
-	if code, out, _ := mdtool(t, "detail", "--run-dir", runDir, md); code != 0 || !strings.Contains(out, "State : clean \n") || !strings.Contains(out, "Active Devices : 3\n") {
+	if code, out, _ := mdtool(t, "detail", "--run-dir", runDir, md); code != 0 || strings.Contains(out, "degraded") || !strings.Contains(out, "Active Devices : 3\n") ||
+		!regexp.MustCompile(`(?m)^ +2 +0 +0 +2 +active sync +`+regexp.QuoteMeta(devs[2])+`$`).MatchString(out) {
+		// (the Number of the member in slot 2 is 2 again: super_90_sync's)
 		t.Errorf("detail after the recovery (%+v):\n%s", d.Sync, out)
 	}
 	s.stop()

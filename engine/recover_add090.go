@@ -138,3 +138,19 @@ func (a *Array) devNumbers() func(*member) uint32 {
 	desc := a.desc090()
 	return func(o *member) uint32 { return uint32(desc[o]) }
 }
+
+// DescNumbers090 gives, for a 0.90 array, each device index's number in
+// the disk table as md has it now (desc_nr, which super_90_sync sets:
+// mdadm's "Number"); nil for 1.x arrays.
+func (a *Array) DescNumbers090() map[int]int {
+	if !a.is090() {
+		return nil
+	}
+	a.cfgMu.RLock()
+	defer a.cfgMu.RUnlock()
+	out := map[int]int{}
+	for m, nr := range a.desc090() {
+		out[m.index] = nr
+	}
+	return out
+}
