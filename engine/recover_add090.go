@@ -73,7 +73,12 @@ func (a *Array) prepareAdd090(dev Device, opts AddOptions) (*member, error) {
 		h := b.Header()
 		bmArea = area090(h.Marshal())
 	}
-	// Everything is checked: write.
+	// Everything is checked: write. write_init_super0 first erases
+	// every md superblock on the device (mdadm's Kill): a 1.x one would
+	// otherwise stay beside the new 0.90 superblock.
+	if err := erase1x(dev); err != nil {
+		return nil, err
+	}
 	raw := make([]byte, superblock.Size090)
 	copy(raw, sb.MarshalWithChecksum())
 	off := superblock.Offset090(devBytes)
@@ -153,4 +158,19 @@ func (a *Array) DescNumbers090() map[int]int {
 		out[m.index] = nr
 	}
 	return out
+}
+
+// erase1x zeroes the 4 KiB at each 1.x superblock found on dev.
+func erase1x(dev Device) error {
+	sectors := uint64(dev.Geometry().Size) >> 9
+	for minor := 0; minor <= 2; minor++ {
+		f, err := superblock.FindV1(deviceReader{dev}, sectors, minor)
+		if err != nil {
+			continue // none there (or unreadable: nothing to erase)
+		}
+		if err := writeDurable(dev, make([]byte, 4096), int64(f.Offset)*512); err != nil {
+			return fmt.Errorf("engine: erasing the 1.%d superblock: %w", minor, err)
+		}
+	}
+	return nil
 }

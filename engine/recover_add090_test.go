@@ -270,3 +270,30 @@ func TestReAdd090(t *testing.T) {
 		}
 	}
 }
+
+// TestAdd090Erases1x: a device that carries a 1.x superblock (of another
+// array) loses it when it is added to a 0.90 array, as mdadm's
+// write_init_super0 erases every md superblock first (Kill).
+func TestAdd090Erases1x(t *testing.T) {
+	for _, meta := range []string{"1.0", "1.1", "1.2"} {
+		mems := create(t, spec{level: "raid1", n: 2, devMiB: []int{8}, metadata: "0.90"})
+		other := create(t, spec{level: "raid1", n: 2, devMiB: []int{8}, metadata: meta})
+		a := open(t, mems, testOptions(), 1)
+		d := other[1].Reopen()
+		if _, err := superblock.FindV1(deviceReader{d}, uint64(d.Geometry().Size)>>9, -1); err != nil {
+			t.Fatalf("%s: no 1.x superblock to start with: %v", meta, err)
+		}
+		if _, err := a.AddDevice(other[1].Reopen(), AddOptions{Replacement: -1}); err != nil {
+			t.Fatalf("%s: add: %v", meta, err)
+		}
+		waitSync(t, a)
+		a.Close()
+		d = other[1].Reopen()
+		if f, err := superblock.FindV1(deviceReader{d}, uint64(d.Geometry().Size)>>9, -1); err == nil {
+			t.Errorf("%s: a 1.%d superblock is left at sector %d", meta, f.Minor, f.Offset)
+		}
+		if sb := read090Raw(t, d); sb.ThisDisk != active090(1) {
+			t.Errorf("%s: the added member's this_disk %+v", meta, sb.ThisDisk)
+		}
+	}
+}
