@@ -453,6 +453,9 @@ func (m *manageRun) doOne(ops []*manageOp, op *manageOp) error {
 }
 
 func (m *manageRun) add(op *manageOp) error {
+	if err := m.check090Size(op); err != nil {
+		return err
+	}
 	req := daemon.Request{Op: daemon.OpAdd, Device: op.abs, Force: m.force, WriteMostly: op.writeMostly, More: op.moreAdds,
 		FailFast: op.failFast > 0, NoFailFast: op.failFast < 0}
 	switch op.disp {

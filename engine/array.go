@@ -116,6 +116,7 @@ type member struct {
 	// in its role (MD_FEATURE_REPLACEMENT).
 	replacement bool
 	removed     atomic.Bool // taken out by RemoveDevice
+	hotAdded    bool        // added to the running array (AddDevice): md's rdev list has it first
 	// readErrs and lastReadErr are md's rdev->read_errors and
 	// last_read_error (unix seconds), kept by raid10's read-error path.
 	readErrMu   sync.Mutex

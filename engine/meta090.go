@@ -43,10 +43,7 @@ func load090(d Device) (*loadedSuper, error) {
 func (a *Array) sync090(m *member) []byte {
 	var ms []superblock.Member090
 	self := -1
-	for _, o := range a.all {
-		if o.removed.Load() {
-			continue
-		}
+	for _, o := range a.order090() {
 		if o == m {
 			self = len(ms)
 		}
@@ -112,8 +109,8 @@ func area090(buf []byte) []byte {
 }
 
 // refuse090 refuses the operations that would write 1.x metadata or
-// change the geometry of a 0.90 array (not supported yet: adding a
-// device, growing, reshaping).
+// change the geometry of a 0.90 array (not supported yet: growing,
+// reshaping).
 func (a *Array) refuse090(what string) error {
 	for _, m := range a.all {
 		if m != nil && m.ls != nil && m.ls.v090 != nil {

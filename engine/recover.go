@@ -93,6 +93,9 @@ type AddOptions struct {
 	// --add A B); spares take roles only after the last one, as md's
 	// remove_and_add_spares then sees them all (see spareorder.go).
 	DeferRecovery bool
+	// Major, Minor: the device's numbers, recorded in a 0.90 disk table
+	// (0 for an image file).
+	Major, Minor uint32
 }
 
 // FailedReason says why the array stopped accepting writes (beyond its

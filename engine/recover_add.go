@@ -26,11 +26,13 @@ import (
 // and role (md's saved_raid_disk) and is recovered only where the bitmap
 // has bits set.
 func (a *Array) AddDevice(dev Device, opts AddOptions) (int, error) {
-	if err := a.refuse090("adding a device"); err != nil {
-		return -1, err
-	}
 	if a.closed.Load() {
 		return -1, ErrClosed
+	}
+	if opts.Replacement >= 0 {
+		if err := a.refuse090("replacing a device"); err != nil {
+			return -1, err
+		}
 	}
 	if a.opts.ReadOnly {
 		return -1, ErrReadOnly
@@ -56,6 +58,8 @@ func (a *Array) AddDevice(dev Device, opts AddOptions) (int, error) {
 	var err error
 	if opts.ReAdd {
 		m, err = a.prepareReAdd(dev)
+	} else if a.is090() {
+		m, err = a.prepareAdd090(dev, opts)
 	} else {
 		m, err = a.prepareAdd(dev, opts)
 	}
@@ -64,6 +68,7 @@ func (a *Array) AddDevice(dev Device, opts AddOptions) (int, error) {
 	}
 	m.lbs = lbs
 	m.memory = g.Memory
+	m.hotAdded = true
 	m.writeMostly = opts.WriteMostly || (opts.ReAdd && m.ls.sb.DevFlags&superblock.DevFlagWriteMostly != 0)
 	m.failFast = opts.FailFast || (opts.ReAdd && !opts.NoFailFast && m.ls.sb.DevFlags&superblock.DevFlagFailFast != 0)
 	m.state.Store(uint32(Spare))
@@ -324,11 +329,12 @@ func (a *Array) prepareReAdd(dev Device) (*member, error) {
 	if cur := a.roles[role]; cur != nil && !cur.removed.Load() && cur.State() != Faulty {
 		return nil, fmt.Errorf("%w: role %d is taken", ErrNotReAddable, role)
 	}
+	desc := a.devNumbers()
 	for _, o := range a.all {
 		if o.removed.Load() {
 			continue
 		}
-		if sameDevice(o.dev, dev) || o.ls.sb.DevNumber == sb.DevNumber || (o.savedRole == int(role) && o.State() != Faulty) {
+		if sameDevice(o.dev, dev) || desc(o) == sb.DevNumber || (o.savedRole == int(role) && o.State() != Faulty) {
 			return nil, fmt.Errorf("%w: device %d of the array has the same slot", ErrBusy, o.index)
 		}
 	}

@@ -301,9 +301,9 @@ func (s *Service) add(req Request) (*Response, error) {
 		return fail(Errorf(CodeOpen, "%v", err))
 	}
 	uuid := superblock.FormatUUID(a.UUID())
-	sameArray := false
+	sameArray, wasActive090, is090 := s.added090(fd, size)
 	for _, sg := range sigs {
-		if sg.Kind == probe.KindRAID && sg.UUID == uuid && sg.Version == fmt.Sprintf("1.%d", s.cfg.SuperMinor) {
+		if sg.Kind == probe.KindRAID && sg.UUID == uuid && (sg.Version == fmt.Sprintf("1.%d", s.cfg.SuperMinor) || is090 && sg.Version == "0.90") {
 			sameArray = true
 			continue
 		}
@@ -317,8 +317,8 @@ func (s *Service) add(req Request) (*Response, error) {
 		return fail(Errorf(CodeHoldsData, "%s holds data", req.Device))
 	}
 	// Was it an active member of this array (worth a re-add)?
-	wasActive := false
-	if sameArray {
+	wasActive := wasActive090
+	if sameArray && !is090 {
 		if v, err := member.FindV1(fd, uint64(size)/512, s.cfg.SuperMinor); err == nil && v.Err == nil {
 			sb := v.SB
 			if int(sb.DevNumber) < len(sb.DevRoles) && sb.DevRoles[sb.DevNumber] < superblock.RoleSpare {
@@ -333,7 +333,7 @@ func (s *Service) add(req Request) (*Response, error) {
 		return fail(Errorf(CodeArrayFailed, "the array has failed"))
 	}
 	opts := engine.AddOptions{Replacement: -1, WriteMostly: req.WriteMostly, DeferRecovery: req.More,
-		FailFast: req.FailFast, NoFailFast: req.NoFailFast}
+		FailFast: req.FailFast, NoFailFast: req.NoFailFast, Major: spec.Major, Minor: spec.Minor}
 	result := ResultAdded
 	idx := -1
 	if wasActive && req.Op != OpAddSpare {
@@ -430,7 +430,9 @@ func (s *Service) reAddFaulty(req Request, idx int) (*Response, error) {
 // idx, with its superblock's location and dev_number.
 func (s *Service) recordMember(idx int, spec MemberSpec, size int64) {
 	spec.DevNumber = -1
-	if v, err := member.FindV1(spec.Dev, uint64(size)/512, s.cfg.SuperMinor); err == nil {
+	if s.cfg.SuperMinor == engine.Minor090 {
+		record090(&spec, size)
+	} else if v, err := member.FindV1(spec.Dev, uint64(size)/512, s.cfg.SuperMinor); err == nil {
 		spec.SBOffset = int64(v.Offset) * 512
 		spec.DevNumber = int(v.SB.DevNumber)
 		spec.FailFast = v.SB.DevFlags&superblock.DevFlagFailFast != 0

@@ -441,6 +441,7 @@ func (s *Service) Status() (*Status, error) {
 		st.SyncSpeedMax = DefaultSyncSpeedMax
 	}
 	members := a.Members()
+	desc090 := a.DescNumbers090() // 0.90: md's desc_nr, renumbered by super_90_sync
 	s.memMu.RLock()
 	defer s.memMu.RUnlock()
 	var ref *MemberSpec
@@ -454,6 +455,9 @@ func (s *Service) Status() (*Status, error) {
 		if mi.Device >= 0 && mi.Device < len(s.cfg.Members) && s.cfg.Members[mi.Device].Path != "" {
 			spec := &s.cfg.Members[mi.Device]
 			ms.Path, ms.Block, ms.Major, ms.Minor, ms.DevNumber = spec.Path, spec.Block, spec.Major, spec.Minor, spec.DevNumber
+			if n, ok := desc090[mi.Device]; ok {
+				ms.DevNumber = n
+			}
 			ms.FailFast = spec.FailFast
 			ms.Remote = remoteStatus(spec.Dev)
 			if mi.State == engine.InSync {

@@ -1,7 +1,10 @@
 package daemon
 
 import (
+	"io"
+
 	"mdtool/bitmap"
+	"mdtool/engine"
 	"mdtool/internal/mdadm/plan"
 	"mdtool/superblock"
 )
@@ -45,4 +48,40 @@ func growBitmapPlan(m *MemberSpec, sb *superblock.Superblock, chunk uint64) (int
 		}
 	}
 	return plan.GrowBitmap(sb, chunk)
+}
+
+// added090 is what the add path needs of a device's 0.90 superblock
+// (s.cfg.SuperMinor 90): whether it is one of this array's (uuid) and
+// was an active member (mdadm's attempt_re_add: this_disk ACTIVE and not
+// FAULTY). ok is false when the array is not 0.90 or dev holds no valid
+// 0.90 superblock.
+func (s *Service) added090(dev io.ReaderAt, size int64) (sameArray, wasActive, ok bool) {
+	if s.cfg.SuperMinor != engine.Minor090 || size < superblock.MinDevBytes090 {
+		return false, false, false
+	}
+	buf := make([]byte, superblock.Size090)
+	if _, err := dev.ReadAt(buf, int64(superblock.Offset090(uint64(size)))); err != nil {
+		return false, false, false
+	}
+	sb, err := superblock.Parse090(buf)
+	if sb == nil || err != nil {
+		return false, false, false
+	}
+	sameArray = sb.UUID() == s.cfg.Array.UUID()
+	st := sb.ThisDisk.State
+	return sameArray, sameArray && st&superblock.Disk090Active != 0 && st&superblock.Disk090Faulty == 0, true
+}
+
+// record090 fills in spec's superblock location and dev_number from the
+// device's 0.90 superblock (recordMember for SuperMinor 90).
+func record090(spec *MemberSpec, size int64) {
+	if size < superblock.MinDevBytes090 {
+		return
+	}
+	spec.SBOffset = int64(superblock.Offset090(uint64(size)))
+	if buf := read090(spec); buf != nil {
+		sb, _ := superblock.Parse090(buf)
+		spec.DevNumber = int(sb.ThisDisk.Number)
+		spec.FailFast = sb.ThisDisk.State&superblock.Disk090FailFast != 0
+	}
 }
