@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"strings"
-	"time"
 
 	"mdtool/internal/daemon"
 	"mdtool/internal/mdadm/plan"
@@ -41,22 +40,31 @@ func growBitmap(env *Env, o *growOptions, md string) error {
 		return exitf(ExitFailure, "--bitmap changes cannot be used with other geometry changes in --grow mode")
 	}
 	dev := escName(md)
-	name, err := daemon.ArrayName(md)
+	cl, err := bitmapDial(o, md)
 	if err != nil {
-		return exitf(ExitFailure, "error opening %s: No such file or directory", dev)
-	}
-	cl, err := daemon.Dial(o.runDir, name)
-	if err != nil {
-		return exitf(ExitFailure, "error opening %s: No such file or directory", dev)
+		return err
 	}
 	defer cl.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), growTimeout)
 	defer cancel()
 	_, err = cl.Call(ctx, daemon.Request{Op: daemon.OpGrowBitmap, Bitmap: o.bitmap, BitmapChunk: chunk, BitmapDelay: delay})
 	if err == nil {
 		return nil
 	}
 	return growBitmapText(ctx, cl, dev, o.bitmap, err)
+}
+
+// bitmapDial connects to the daemon serving md for a bitmap change; an
+// array nobody serves is mdadm's "error opening MD" (open_mddev).
+func bitmapDial(o *growOptions, md string) (*daemon.Client, error) {
+	name, err := daemon.ArrayName(md)
+	if err == nil {
+		var cl *daemon.Client
+		if cl, err = daemon.Dial(o.runDir, name); err == nil {
+			return cl, nil
+		}
+	}
+	return nil, exitf(ExitFailure, "error opening %s: No such file or directory", escName(md))
 }
 
 // growBitmapText words a refused or failed bitmap change as mdadm 4.2's

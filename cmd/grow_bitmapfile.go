@@ -6,7 +6,6 @@ package cmd
 
 import (
 	"context"
-	"time"
 
 	"mdtool/bitmap"
 	"mdtool/internal/daemon"
@@ -33,16 +32,12 @@ func growBitmapFile(env *Env, o *growOptions, md string) error {
 		delay = plan.DefaultBitmapDelay
 	}
 	dev := escName(md)
-	name, err := daemon.ArrayName(md)
+	cl, err := bitmapDial(o, md)
 	if err != nil {
-		return exitf(ExitFailure, "error opening %s: No such file or directory", dev)
-	}
-	cl, err := daemon.Dial(o.runDir, name)
-	if err != nil {
-		return exitf(ExitFailure, "error opening %s: No such file or directory", dev)
+		return err
 	}
 	defer cl.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), growTimeout)
 	defer cancel()
 	st, err := cl.Status(ctx)
 	if err != nil {
