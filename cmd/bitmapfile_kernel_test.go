@@ -71,6 +71,7 @@ echo check > /sys/block/md0/md/sync_action; sleep 0.2; mdadm --wait /dev/md0
 echo "A-RES mismatch=$(cat /sys/block/md0/md/mismatch_cnt) last=$(cat /sys/block/md0/md/last_sync_action)"
 mdadm --stop /dev/md0
 mdadm --create /dev/md1 --run -l1 -n2 --assume-clean --delay=1 --bitmap=/mnt/b.bm /dev/vdd /dev/vde || echo B CREATE FAILED
+echo 0 > /sys/block/md1/md/safe_mode_delay
 sync
 i=0; while [ $i -lt 120 ] && ! mdadm -X /mnt/b.bm | grep -q ' 0 dirty'; do sleep 1; i=$((i+1)); done
 echo "B-X0 $(mdadm -X /mnt/b.bm | grep Bitmap)"
@@ -114,6 +115,11 @@ mdvm-crash 0
 	}
 	if o, err := exec.Command("debugfs", "-R", "dump /b.bm "+bbm, fsImg).CombinedOutput(); err != nil {
 		t.Fatalf("debugfs dump: %v %s", err, o)
+	}
+	// safe_mode_delay 0 kept the array active (no clean mark between two
+	// of the guest's slow writes): the crash left it dirty.
+	if ro := readSB12(t, bdevs[0]).ResyncOffset; ro == superblock.MaxSector {
+		t.Fatal("the kernel's array was clean at the crash (resync_offset MaxSector): nothing to resync")
 	}
 	dirty := dirtyOf(t, bbm)
 	if dirty == 0 || dirty > 1000 {

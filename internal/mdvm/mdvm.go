@@ -65,6 +65,9 @@ type Run struct {
 type Result struct {
 	Output []byte
 	Code   int
+	// Ran is how long the guest ran (boot retries included; the wait
+	// for a guest slot not): what a VM case costs CI.
+	Ran time.Duration
 }
 
 // Tool returns the external mdvm tool named by $MDTOOL_MDVM, or "" when
@@ -136,7 +139,10 @@ func (r Run) Exec(ctx context.Context) (Result, error) {
 			return Result{}, err
 		}
 		defer release()
-		return r.execBuiltin(ctx)
+		t0 := time.Now()
+		res, err := r.execBuiltin(ctx)
+		res.Ran = time.Since(t0)
+		return res, err
 	}
 	timeout := r.Timeout
 	if timeout == 0 {
@@ -214,7 +220,10 @@ func lastLines(s string, n int) string {
 // guest exit status, logging the output.
 func MustExec(t testing.TB, r Run) []byte {
 	t.Helper()
+	t0 := time.Now()
 	res, err := r.Exec(context.Background())
+	// for CI's time budget: go test -v ... | grep 'mdvm: guest ran'
+	t.Logf("mdvm: guest ran %.1fs (%.1fs with the wait for a guest slot)", res.Ran.Seconds(), time.Since(t0).Seconds())
 	if err != nil {
 		t.Fatalf("mdvm: %v\noutput:\n%s", err, res.Output)
 	}
