@@ -8,7 +8,7 @@ DEBS    := qemu-system-x86 mdadm busybox-static cpio linux-image-amd64 linux-ima
            libnbd-bin fuse3 e2fsprogs dosfstools util-linux kmod iproute2
 DEMO    ?= /tmp/mdtool-demo
 
-.PHONY: all build test test-short deps check fmt vet docs check-docs fuzz bench bench-reshape bench-nbd bench-doors demo clean
+.PHONY: all build test test-short deps check fmt vet docs check-docs fuzz bench bench-reshape bench-nbd bench-doors bench-shim demo clean
 
 all: build
 
@@ -94,6 +94,12 @@ bench-nbd: build
 # MDTOOL_BENCH_RUNTIME=N sets each fio job's seconds (default 8).
 bench-doors:
 	$(GO) test -run '^$$' -bench '^BenchmarkDoors$$' -benchtime 1x -timeout 60m ./internal/serve/ublkexport
+
+# The device-mapper shim's cost (TestKernelGeometry*, with
+# MDTOOL_SHIM_COST set): fio through /dev/md/NAME (dm) and through the door
+# below it, in the 6.12 (ublk) and 6.1 (NBD) VMs; COST lines in the log.
+bench-shim:
+	MDTOOL_SHIM_COST=1 $(GO) test -count=1 -v -run '^TestKernelGeometry' -timeout 60m ./cmd | grep -E ': COST |^(ok|FAIL|---)'
 
 # The main job end to end on sparse image files: create a RAID10 with an
 # internal bitmap exactly as the mdadm command line would (which starts
