@@ -46,6 +46,10 @@ type buildOptions struct {
 	raidDevices            int
 	assumeClean, run, fore bool
 	srv                    serveOptions
+	// --bitmap=FILE, --bitmap-chunk, --delay (build_bitmap.go)
+	bitmap, bitmapChunk, delay string
+	bmChunk                    uint64 // bytes
+	bmDelay                    uint32
 }
 
 func newBuildCmd(env *Env) *cobra.Command {
@@ -71,6 +75,9 @@ func newBuildCmd(env *Env) *cobra.Command {
 	f.BoolVar(&o.assumeClean, "assume-clean", false, "raid1/raid10: mark the array in sync, no initial resync")
 	f.BoolVarP(&o.run, "run", "R", false, "accepted for mdadm compatibility")
 	f.BoolVar(&o.fore, "foreground", false, "serve in this process until stopped, instead of a background daemon")
+	f.StringVarP(&o.bitmap, "bitmap", "b", "", "raid1/raid10: a write-intent bitmap file (a path with a '/'), created when it does not exist, or none")
+	f.StringVar(&o.bitmapChunk, "bitmap-chunk", "", "chunk of a bitmap file created here (default: 4K, doubled until 2^20 chunks; KiB unless suffixed)")
+	f.StringVarP(&o.delay, "delay", "d", "", "seconds between bitmap flushes of a bitmap file created here: its daemon sleep (default 5)")
 	addServeFlags(f, &o.srv)
 	_ = f.MarkHidden("rounding")
 	return c
@@ -107,11 +114,17 @@ func buildParams(o *buildOptions, args []string) (engine.BuildParams, []string, 
 			return bp, nil, planError(err)
 		}
 	}
+	if err := o.buildBitmapArgs(); err != nil {
+		return bp, nil, err
+	}
 	if len(args) == 0 {
 		return bp, nil, exitMsg(ExitUsage, "an md device must be given in this mode")
 	}
 	if o.raidDevices == 0 {
 		return bp, nil, exitMsg(ExitFailure, "no raid-devices specified.")
+	}
+	if o.bitmap == "internal" || o.bitmap == "clustered" {
+		return bp, nil, o.buildBitmapRefusal(lv)
 	}
 	if lv == LevelUnset {
 		return bp, nil, exitMsg(ExitFailure, "a RAID level is needed to Build an array.")
@@ -119,6 +132,9 @@ func buildParams(o *buildOptions, args []string) (engine.BuildParams, []string, 
 	devs := args[1:]
 	if o.raidDevices != len(devs) {
 		return bp, nil, exitf(ExitFailure, "requested %d devices in array but listed %d", o.raidDevices, len(devs))
+	}
+	if err := o.buildBitmapRefusal(lv); err != nil {
+		return bp, nil, err
 	}
 	if chunkKiB == 0 && (lv == superblock.LevelRAID0 || lv == superblock.LevelLinear) {
 		chunkKiB = 64
@@ -179,8 +195,18 @@ func runBuild(env *Env, o *buildOptions, args []string) error {
 	if err != nil {
 		return exitf(ExitFailure, "cannot lock %s: %v", mddev, err)
 	}
+	created := false
+	if o.bitmap != "" {
+		if as.o.bitmapFile, created, err = o.buildBitmapFile(members); err != nil {
+			lock.Release()
+			return err
+		}
+	}
 	if rc := as.startBuild(mddev, name, members, bp, lock); rc != ExitOK {
 		lock.Release()
+		if created {
+			os.Remove(as.o.bitmapFile) // written for this build only
+		}
 		return &ExitError{Code: rc}
 	}
 	return as.serve(ExitOK)
@@ -201,6 +227,7 @@ func (as *assembler) startBuild(mddev, name string, members []string, bp engine.
 	}
 	lc := as.launchConfig(mddev, name, devs, order, lock)
 	lc.Build = &bp
+	lc.BitmapFile = as.o.bitmapFile
 	svc, err := daemon.Launch(lc)
 	if err != nil {
 		var (
