@@ -29,6 +29,16 @@ than the smallest ("RUN_ARRAY failed: Operation not supported"). A raid1
 starts with a resync unless --assume-clean; "missing" leaves a raid1
 member out.
 
+--bitmap=FILE (raid1, raid10; a path with a '/') gives the array a
+write-intent bitmap file, as mdadm -B -b FILE does: an existing file is
+used as it is (the chunks its bits mark are resynced, nothing else); a
+missing one is created as mdadm 4.2 creates it (every bit set, no UUID,
+--bitmap-chunk or 4K doubled until at most 2^20 chunks, --delay seconds
+between bitmap flushes, default 5). "internal" is refused: there is no
+superblock to hold it. A failed member then comes back with
+"manage MD --re-add DEV", recovering only the chunks written while it
+was out.
+
 The array is served as assemble serves one (NBD, --fuse, --device) by a
 background daemon (--foreground: this process); detail prints what mdadm
 4.2 prints for such an array (no Persistence, Name, UUID or Events
@@ -39,7 +49,8 @@ EXIT STATUS
   0  the array was built and started
   1  it could not be started (wrong number of devices, a member that cannot
      be opened, a geometry the engine refuses)
-  2  bad arguments (unknown level, a level --build does not take)`
+  2  bad arguments (unknown level, a level --build does not take, a
+     --bitmap value without a '/', a bad --delay or --bitmap-chunk)`
 
 type buildOptions struct {
 	level, chunk           string
@@ -60,7 +71,8 @@ func newBuildCmd(env *Env) *cobra.Command {
 		Long:  buildLong,
 		Example: `  mdtool --build /dev/md0 --level=0 --raid-devices=2 --chunk=64 disk0.img disk1.img
   mdtool -B /dev/md1 -l linear -n 3 a.img b.img c.img
-  mdtool -B /dev/md2 -l 1 --assume-clean -n 2 a.img missing`,
+  mdtool -B /dev/md2 -l 1 --assume-clean -n 2 a.img missing
+  mdtool -B /dev/md3 -l1 -n2 --bitmap=/var/lib/md3.bitmap -d1 a.img b.img`,
 		Args: cobra.ArbitraryArgs,
 		RunE: func(c *cobra.Command, args []string) error {
 			o.srv.verbose = verbosityOf(c)
