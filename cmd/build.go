@@ -217,7 +217,10 @@ func runBuild(env *Env, o *buildOptions, args []string) error {
 	if rc := as.startBuild(mddev, name, members, bp, lock); rc != ExitOK {
 		lock.Release()
 		if created {
-			os.Remove(as.o.bitmapFile) // written for this build only
+			// written for this build only (mdadm leaves it after
+			// RUN_ARRAY fails, but creates it only once the members
+			// are open; mdtool opens them later, in the daemon)
+			os.Remove(as.o.bitmapFile)
 		}
 		return &ExitError{Code: rc}
 	}
@@ -251,6 +254,8 @@ func (as *assembler) startBuild(mddev, name string, members []string, bp engine.
 			as.errf("Cannot open %s: %s\n", oe.Path, openReason(oe.Err))
 		case errors.As(err, &re) && errors.Is(re.Err, layout.ErrRAID0Layout):
 			as.errf("RUN_ARRAY failed: Operation not supported\n")
+		case errors.As(err, &re) && errors.Is(re.Err, engine.ErrBitmapFileShort):
+			as.errf("RUN_ARRAY failed: No space left on device\n") // md_bitmap_init_from_disk
 		case errors.As(err, &re):
 			as.errf("RUN_ARRAY failed: %v\n", re.Err)
 		default:

@@ -17,6 +17,7 @@ import (
 func TestBuildBitmapArgs(t *testing.T) {
 	dir := t.TempDir()
 	a, b := sparse(t, dir, "a.img", 4<<20), sparse(t, dir, "b.img", 4<<20)
+	c, d := sparse(t, dir, "c.img", 4<<20), sparse(t, dir, "d.img", 4<<20)
 	bmf := filepath.Join(dir, "bm")
 	for _, tc := range []struct {
 		args []string
@@ -31,6 +32,9 @@ func TestBuildBitmapArgs(t *testing.T) {
 		{[]string{"-l1", "-n3", "-b" + bmf, a, b}, 1, "mdtool: requested 3 devices in array but listed 2\n"},
 		{[]string{"-l0", "-n2", "-b" + bmf, a, b}, 1, "mdtool: bitmaps not meaningful with level raid0\n"},
 		{[]string{"-llinear", "-n2", "-b" + bmf, a, b}, 1, "mdtool: bitmaps not meaningful with level linear\n"},
+		// Build's CreateBitmap covers one member ("wrong for RAID10"):
+		// md finds the file too short for the array's chunks
+		{[]string{"-l10", "-n4", "-c64", "-b" + bmf, "--foreground", a, b, c, d}, 1, "mdtool: RUN_ARRAY failed: No space left on device\n"},
 		// a member that cannot be opened: no file is left behind
 		{[]string{"-l1", "-n2", "-b" + bmf, "--foreground", a, filepath.Join(dir, "nothere.img")}, 1, ""},
 	} {
