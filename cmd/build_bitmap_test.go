@@ -133,3 +133,37 @@ func TestBuildBitmapFile(t *testing.T) {
 		t.Errorf("built again: the bitmap file was rewritten: %+v %v", h, err)
 	}
 }
+
+// TestBuildReAddFaulty: --re-add of a failed member still in a build
+// array without a bitmap is md's state "re-add" (mdadm's first try): the
+// member goes back into its role and, with no bitmap to guide it, the
+// whole role is recovered (its stale bytes anywhere are replaced).
+func TestBuildReAddFaulty(t *testing.T) {
+	const mib = 1 << 20
+	dir := t.TempDir()
+	runDir := filepath.Join(dir, "run")
+	d1, d2 := sparse(t, dir, "d1.img", 4*mib), sparse(t, dir, "d2.img", 4*mib)
+	md := "/dev/md/bf"
+	s := serveBuild(t, runDir, md, "-l1", "-n2", "--assume-clean", d1, d2)
+	if code, _, errs := mdtool(t, "manage", "--run-dir", runDir, md, "--fail", d2); code != 0 {
+		t.Fatalf("--fail: %d %s", code, errs)
+	}
+	f, err := os.OpenFile(d2, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.WriteAt(bytes.Repeat([]byte{0x5a}, 4096), 3*mib)
+	f.Close()
+	code, _, errs := mdtool(t, "manage", "--run-dir", runDir, md, "--re-add", d2)
+	if code != 0 || errs != "mdtool: re-add "+d2+" to bf succeed\n" {
+		t.Fatalf("--re-add: exit %d %q", code, errs)
+	}
+	mdtool(t, "wait", "--run-dir", runDir, md)
+	_, out, _ := mdtool(t, "detail", "--run-dir", runDir, md)
+	s.stop()
+	m1, _ := os.ReadFile(d1)
+	m2, _ := os.ReadFile(d2)
+	if !bytes.Equal(m1, m2) || !strings.Contains(out, "active sync   "+d2) {
+		t.Errorf("after the re-add: members equal %v, detail:\n%s", bytes.Equal(m1, m2), out)
+	}
+}
