@@ -254,8 +254,8 @@ func (as *assembler) startBuild(mddev, name string, members []string, bp engine.
 			as.errf("Cannot open %s: %s\n", oe.Path, openReason(oe.Err))
 		case errors.As(err, &re) && errors.Is(re.Err, layout.ErrRAID0Layout):
 			as.errf("RUN_ARRAY failed: Operation not supported\n")
-		case errors.As(err, &re) && errors.Is(re.Err, engine.ErrBitmapFileShort):
-			as.errf("RUN_ARRAY failed: No space left on device\n") // md_bitmap_init_from_disk
+		case errors.As(err, &re) && buildBitmapRunError(re.Err) != "":
+			as.errf("RUN_ARRAY failed: %s\n", buildBitmapRunError(re.Err))
 		case errors.As(err, &re):
 			as.errf("RUN_ARRAY failed: %v\n", re.Err)
 		default:

@@ -7,10 +7,12 @@ package cmd
 // is, its bits saying what needs a resync.
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 
 	"mdtool/bitmap"
+	"mdtool/engine"
 	"mdtool/internal/mdadm/plan"
 	"mdtool/ioctl"
 	"mdtool/superblock"
@@ -103,4 +105,22 @@ func buildMemberBytes(path string) (uint64, error) {
 		return 0, err
 	}
 	return g.Size, nil
+}
+
+// buildBitmapRunError is the errno md 6.1's RUN_ARRAY returns when it
+// cannot load the bitmap file ("" when err is no such refusal):
+// md_bitmap_read_sb refuses a header it cannot take (EINVAL),
+// md_bitmap_init_from_disk a file without a bit for every chunk of the
+// array (ENOSPC).
+func buildBitmapRunError(err error) string {
+	for _, e := range []error{bitmap.ErrBadMagic, bitmap.ErrShort, bitmap.ErrVersion, bitmap.ErrChunkSize,
+		bitmap.ErrDaemonSleep, bitmap.ErrWriteBehind, bitmap.ErrLockless} {
+		if errors.Is(err, e) {
+			return "Invalid argument"
+		}
+	}
+	if errors.Is(err, engine.ErrBitmapFileShort) {
+		return "No space left on device"
+	}
+	return ""
 }

@@ -19,6 +19,10 @@ func TestBuildBitmapArgs(t *testing.T) {
 	a, b := sparse(t, dir, "a.img", 4<<20), sparse(t, dir, "b.img", 4<<20)
 	c, d := sparse(t, dir, "c.img", 4<<20), sparse(t, dir, "d.img", 4<<20)
 	bmf := filepath.Join(dir, "bm")
+	junk := filepath.Join(dir, "junk")
+	if err := os.WriteFile(junk, bytes.Repeat([]byte("junk"), 1024), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range []struct {
 		args []string
 		code int
@@ -35,6 +39,9 @@ func TestBuildBitmapArgs(t *testing.T) {
 		// Build's CreateBitmap covers one member ("wrong for RAID10"):
 		// md finds the file too short for the array's chunks
 		{[]string{"-l10", "-n4", "-c64", "-b" + bmf, "--foreground", a, b, c, d}, 1, "mdtool: RUN_ARRAY failed: No space left on device\n"},
+		// a file that is no bitmap: md_bitmap_read_sb's EINVAL (the
+		// file is the user's: it stays)
+		{[]string{"-l1", "-n2", "-b" + junk, "--foreground", a, b}, 1, "mdtool: RUN_ARRAY failed: Invalid argument\n"},
 		// a member that cannot be opened: no file is left behind
 		{[]string{"-l1", "-n2", "-b" + bmf, "--foreground", a, filepath.Join(dir, "nothere.img")}, 1, ""},
 	} {
@@ -47,6 +54,9 @@ func TestBuildBitmapArgs(t *testing.T) {
 			t.Errorf("%v: the bitmap file was written", tc.args)
 			os.Remove(bmf)
 		}
+	}
+	if b, err := os.ReadFile(junk); err != nil || !bytes.Equal(b, bytes.Repeat([]byte("junk"), 1024)) {
+		t.Errorf("the file that is no bitmap was changed or removed: %v", err)
 	}
 }
 
