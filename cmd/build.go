@@ -29,6 +29,16 @@ than the smallest ("RUN_ARRAY failed: Operation not supported"). A raid1
 starts with a resync unless --assume-clean; "missing" leaves a raid1
 member out.
 
+--bitmap=FILE (raid1, raid10; a path with a '/') gives the array a
+write-intent bitmap file, as mdadm -B -b FILE does: an existing file is
+used as it is (the chunks its bits mark are resynced, nothing else); a
+missing one is created as mdadm 4.2 creates it (every bit set, no UUID,
+--bitmap-chunk or 4K doubled until at most 2^20 chunks, --delay seconds
+between bitmap flushes, default 5). "internal" is refused: there is no
+superblock to hold it. A failed member then comes back with
+"manage MD --re-add DEV", recovering only the chunks written while it
+was out.
+
 The array is served as assemble serves one (NBD, --fuse, --device) by a
 background daemon (--foreground: this process); detail prints what mdadm
 4.2 prints for such an array (no Persistence, Name, UUID or Events
@@ -39,13 +49,18 @@ EXIT STATUS
   0  the array was built and started
   1  it could not be started (wrong number of devices, a member that cannot
      be opened, a geometry the engine refuses)
-  2  bad arguments (unknown level, a level --build does not take)`
+  2  bad arguments (unknown level, a level --build does not take, a
+     --bitmap value without a '/', a bad --delay or --bitmap-chunk)`
 
 type buildOptions struct {
 	level, chunk           string
 	raidDevices            int
 	assumeClean, run, fore bool
 	srv                    serveOptions
+	// --bitmap=FILE, --bitmap-chunk, --delay (build_bitmap.go)
+	bitmap, bitmapChunk, delay string
+	bmChunk                    uint64 // bytes
+	bmDelay                    uint32
 }
 
 func newBuildCmd(env *Env) *cobra.Command {
@@ -56,7 +71,8 @@ func newBuildCmd(env *Env) *cobra.Command {
 		Long:  buildLong,
 		Example: `  mdtool --build /dev/md0 --level=0 --raid-devices=2 --chunk=64 disk0.img disk1.img
   mdtool -B /dev/md1 -l linear -n 3 a.img b.img c.img
-  mdtool -B /dev/md2 -l 1 --assume-clean -n 2 a.img missing`,
+  mdtool -B /dev/md2 -l 1 --assume-clean -n 2 a.img missing
+  mdtool -B /dev/md3 -l1 -n2 --bitmap=/var/lib/md3.bitmap -d1 a.img b.img`,
 		Args: cobra.ArbitraryArgs,
 		RunE: func(c *cobra.Command, args []string) error {
 			o.srv.verbose = verbosityOf(c)
@@ -71,6 +87,9 @@ func newBuildCmd(env *Env) *cobra.Command {
 	f.BoolVar(&o.assumeClean, "assume-clean", false, "raid1/raid10: mark the array in sync, no initial resync")
 	f.BoolVarP(&o.run, "run", "R", false, "accepted for mdadm compatibility")
 	f.BoolVar(&o.fore, "foreground", false, "serve in this process until stopped, instead of a background daemon")
+	f.StringVarP(&o.bitmap, "bitmap", "b", "", "raid1/raid10: a write-intent bitmap file (a path with a '/'), created when it does not exist, or none")
+	f.StringVar(&o.bitmapChunk, "bitmap-chunk", "", "chunk of a bitmap file created here (default: 4K, doubled until 2^20 chunks; KiB unless suffixed)")
+	f.StringVarP(&o.delay, "delay", "d", "", "seconds between bitmap flushes of a bitmap file created here: its daemon sleep (default 5)")
 	addServeFlags(f, &o.srv)
 	_ = f.MarkHidden("rounding")
 	return c
@@ -107,11 +126,17 @@ func buildParams(o *buildOptions, args []string) (engine.BuildParams, []string, 
 			return bp, nil, planError(err)
 		}
 	}
+	if err := o.buildBitmapArgs(); err != nil {
+		return bp, nil, err
+	}
 	if len(args) == 0 {
 		return bp, nil, exitMsg(ExitUsage, "an md device must be given in this mode")
 	}
 	if o.raidDevices == 0 {
 		return bp, nil, exitMsg(ExitFailure, "no raid-devices specified.")
+	}
+	if o.bitmap == "internal" || o.bitmap == "clustered" {
+		return bp, nil, o.buildBitmapRefusal(lv)
 	}
 	if lv == LevelUnset {
 		return bp, nil, exitMsg(ExitFailure, "a RAID level is needed to Build an array.")
@@ -119,6 +144,9 @@ func buildParams(o *buildOptions, args []string) (engine.BuildParams, []string, 
 	devs := args[1:]
 	if o.raidDevices != len(devs) {
 		return bp, nil, exitf(ExitFailure, "requested %d devices in array but listed %d", o.raidDevices, len(devs))
+	}
+	if err := o.buildBitmapRefusal(lv); err != nil {
+		return bp, nil, err
 	}
 	if chunkKiB == 0 && (lv == superblock.LevelRAID0 || lv == superblock.LevelLinear) {
 		chunkKiB = 64
@@ -179,8 +207,21 @@ func runBuild(env *Env, o *buildOptions, args []string) error {
 	if err != nil {
 		return exitf(ExitFailure, "cannot lock %s: %v", mddev, err)
 	}
+	created := false
+	if o.bitmap != "" {
+		if as.o.bitmapFile, created, err = o.buildBitmapFile(members); err != nil {
+			lock.Release()
+			return err
+		}
+	}
 	if rc := as.startBuild(mddev, name, members, bp, lock); rc != ExitOK {
 		lock.Release()
+		if created {
+			// written for this build only (mdadm leaves it after
+			// RUN_ARRAY fails, but creates it only once the members
+			// are open; mdtool opens them later, in the daemon)
+			os.Remove(as.o.bitmapFile)
+		}
 		return &ExitError{Code: rc}
 	}
 	return as.serve(ExitOK)
@@ -201,6 +242,7 @@ func (as *assembler) startBuild(mddev, name string, members []string, bp engine.
 	}
 	lc := as.launchConfig(mddev, name, devs, order, lock)
 	lc.Build = &bp
+	lc.BitmapFile = as.o.bitmapFile
 	svc, err := daemon.Launch(lc)
 	if err != nil {
 		var (
@@ -212,6 +254,8 @@ func (as *assembler) startBuild(mddev, name string, members []string, bp engine.
 			as.errf("Cannot open %s: %s\n", oe.Path, openReason(oe.Err))
 		case errors.As(err, &re) && errors.Is(re.Err, layout.ErrRAID0Layout):
 			as.errf("RUN_ARRAY failed: Operation not supported\n")
+		case errors.As(err, &re) && buildBitmapRunError(re.Err) != "":
+			as.errf("RUN_ARRAY failed: %s\n", buildBitmapRunError(re.Err))
 		case errors.As(err, &re):
 			as.errf("RUN_ARRAY failed: %v\n", re.Err)
 		default:

@@ -172,8 +172,8 @@ func TestMdadmBmfScript(t *testing.T) {
 			bmf = append(bmf, c)
 		}
 	}
-	if len(bmf) != 5 {
-		t.Fatalf("%d bitmap-file tests in mdadmTests, want 5", len(bmf))
+	if len(bmf) != 6 {
+		t.Fatalf("%d bitmap-file tests in mdadmTests, want 6", len(bmf))
 	}
 	plain := mdadmTestVMScript(mdadmTests[:3])
 	if strings.Contains(plain, "/dev/vda") || mdadmBmfModules(mdadmTests[:3]) != nil || mdadmBmfBins(mdadmTests[:3]) != nil {
@@ -188,6 +188,7 @@ func TestMdadmBmfScript(t *testing.T) {
 		"cp /share/mt/05r6-bitmapfile/bitmap /tmp/bmfs/k/bitmap\n",
 		"mdadm -A --run /dev/md9 --bitmap=/tmp/bmfs/k/bitmap /dev/loop0 /dev/loop1 /dev/loop2 /dev/loop3 2>&1", // 05r6-bitmapfile
 		"mdadm -A --run /dev/md9 /dev/loop0 /dev/loop1 2>&1",                                                   // 05r1-grow-external: the bitmap removed
+		"mdadm -B /dev/md9 -l1 -n2 --bitmap=/tmp/bmfs/k/bitmap2 /dev/loop0 /dev/loop1 2>&1",                    // 05r1-re-add-nosuper: built
 	} {
 		if !strings.Contains(s, want) {
 			t.Errorf("guest script lacks %q:\n%s", want, s)

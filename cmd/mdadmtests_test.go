@@ -46,6 +46,9 @@ type mdadmTest struct {
 	// bitmapFinal: the kernel assembles mdtool's final array with it.
 	bitmap      string
 	bitmapFinal bool
+	// build: the final array has no superblocks; the kernel's check
+	// builds it with these options (mdadm -B) instead of assembling it.
+	build string
 }
 
 func (c mdadmTest) devSize() int64 {
@@ -371,7 +374,11 @@ func mdadmTestVMScript(tests []mdadmTest) string {
 			loops = append(loops, fmt.Sprintf("/dev/loop%d", j))
 		}
 		bmArg := c.bmfKernelArg(&s, dir) // --bitmap=FILE, the file copied onto the guest's ext2
-		fmt.Fprintf(&s, "{ mdadm -A --run /dev/md9 %s%s 2>&1 || echo ASSEMBLE-FAILED\n", bmArg, strings.Join(loops, " "))
+		mode := "-A --run /dev/md9"
+		if c.build != "" {
+			mode = "-B /dev/md9 " + c.build
+		}
+		fmt.Fprintf(&s, "{ mdadm %s %s%s 2>&1 || echo ASSEMBLE-FAILED\n", mode, bmArg, strings.Join(loops, " "))
 		s.WriteString("mdadm --wait /dev/md9 >/dev/null 2>&1\n")
 		s.WriteString("if echo check > /sys/block/md9/md/sync_action 2>/dev/null; then sleep 0.1; mdadm --wait /dev/md9 >/dev/null 2>&1; fi\n")
 		s.WriteString("echo mismatch_cnt=$(cat /sys/block/md9/md/mismatch_cnt 2>/dev/null)\n")

@@ -97,6 +97,9 @@ func (a *Array) openFileBitmap() error {
 		return fmt.Errorf("%w: a bitmap file on an array without redundancy", ErrUnsupported)
 	}
 	h, bits, err := readBitmapFile(f)
+	if err == nil {
+		err = a.checkBitmapFileSize(f, h) // build_bitmap.go
+	}
 	if err != nil {
 		return fmt.Errorf("engine: bitmap file %s: %w", f.Name(), err)
 	}

@@ -95,7 +95,7 @@ func (a *Array) newWIB(h *bitmap.Header, bits []byte) (writeIntent, error) {
 	if a.degraded() == 0 || h.EventsCleared == a.meta.events {
 		cfg.NeededFrom = a.meta.recoveryCP
 	}
-	switch err := h.CheckFor(a.bitmapUUID(), a.meta.events); {
+	switch err := a.checkBitmapHeader(h); {
 	case err == nil:
 	case errors.As(err, new(*bitmap.StaleError)):
 		a.opts.Logf("md: %v", err)

@@ -56,7 +56,9 @@ func (a *Array) AddDevice(dev Device, opts AddOptions) (int, error) {
 	}
 	var m *member
 	var err error
-	if opts.ReAdd {
+	if opts.ReAdd && a.opts.NotPersistent {
+		m, err = a.prepareReAddBuilt(dev) // build_readd.go
+	} else if opts.ReAdd {
 		m, err = a.prepareReAdd(dev)
 	} else if a.is090() {
 		m, err = a.prepareAdd090(dev, opts)

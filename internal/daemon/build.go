@@ -8,7 +8,11 @@ import (
 // superblocks, or from lc.Build for an array without superblocks.
 func openLaunched(lc *LaunchConfig, edevs []engine.Device) (*engine.Array, error) {
 	if lc.Build != nil {
-		return engine.OpenBuild(edevs, *lc.Build, launchOptions(lc))
+		opts := launchOptions(lc)
+		if err := openBitmapFile(lc, &opts); err != nil { // mdadm -B --bitmap=FILE
+			return nil, err
+		}
+		return engine.OpenBuild(edevs, *lc.Build, opts)
 	}
 	return openWithBackup(lc, edevs)
 }
@@ -24,13 +28,14 @@ func buildStatus(st *Status, a *engine.Array) {
 // refuseBuilt refuses, on an array without superblocks, the operations
 // that would write metadata or change the geometry (adding a device
 // writes its superblock, grow rewrites them): not handled for build
-// arrays. Fail, remove, sync actions and read-only switches run.
+// arrays. Fail, remove, --re-add (build_readd.go), sync actions and
+// read-only switches run.
 func (s *Service) refuseBuilt(op string) error {
 	if s.cfg.Array.Persistent() {
 		return nil
 	}
 	switch op {
-	case OpAdd, OpReAdd, OpAddSpare, OpReplace, OpReshape, OpGrowBitmap, OpGrowSize, OpArraySize, OpRaidDevices, OpLevel:
+	case OpAdd, OpAddSpare, OpReplace, OpReshape, OpGrowBitmap, OpGrowSize, OpArraySize, OpRaidDevices, OpLevel:
 		return Errorf(CodeUnsupported, "%s: not supported on an array without superblocks", op)
 	}
 	return nil

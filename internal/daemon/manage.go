@@ -40,6 +40,9 @@ func (s *Service) Manage(req Request) (*Response, error) {
 	case OpRemove:
 		return nil, s.remove(req.Device)
 	case OpAdd, OpReAdd, OpAddSpare:
+		if req.Op == OpReAdd && !s.cfg.Array.Persistent() {
+			return s.reAddBuilt(req) // build_readd.go
+		}
 		return s.add(req)
 	case OpReplace:
 		return s.replace(req)

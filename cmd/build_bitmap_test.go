@@ -1,0 +1,179 @@
+package cmd
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"mdtool/bitmap"
+)
+
+// TestBuildBitmapArgs: mdadm 4.2's refusals of --bitmap, --bitmap-chunk
+// and --delay in build mode, their words and exit statuses; none writes
+// the bitmap file.
+func TestBuildBitmapArgs(t *testing.T) {
+	dir := t.TempDir()
+	a, b := sparse(t, dir, "a.img", 4<<20), sparse(t, dir, "b.img", 4<<20)
+	c, d := sparse(t, dir, "c.img", 4<<20), sparse(t, dir, "d.img", 4<<20)
+	bmf := filepath.Join(dir, "bm")
+	junk := filepath.Join(dir, "junk")
+	if err := os.WriteFile(junk, bytes.Repeat([]byte("junk"), 1024), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		args []string
+		code int
+		msg  string
+	}{
+		{[]string{"-l1", "-n2", "-bbm", a, b}, 2, "mdtool: bitmap file must contain a '/', or be 'internal', or be 'clustered', or 'none'\n       not 'bm'\n"},
+		{[]string{"-l1", "-n2", "-b" + bmf, "-d0", a, b}, 2, "mdtool: invalid delay: 0\n"},
+		{[]string{"-l1", "-n2", "-b" + bmf, "--bitmap-chunk=3", a, b}, 2, "mdtool: invalid bitmap chunksize: 3\n"},
+		{[]string{"-l1", "-n2", "--bitmap=internal", a, b}, 1, "mdtool: 'internal' and 'clustered' bitmaps not supported with --build\n"},
+		{[]string{"-l1", "-b" + bmf, a, b}, 1, "mdtool: no raid-devices specified.\n"},
+		{[]string{"-l1", "-n3", "-b" + bmf, a, b}, 1, "mdtool: requested 3 devices in array but listed 2\n"},
+		{[]string{"-l0", "-n2", "-b" + bmf, a, b}, 1, "mdtool: bitmaps not meaningful with level raid0\n"},
+		{[]string{"-llinear", "-n2", "-b" + bmf, a, b}, 1, "mdtool: bitmaps not meaningful with level linear\n"},
+		// Build's CreateBitmap covers one member ("wrong for RAID10"):
+		// md finds the file too short for the array's chunks
+		{[]string{"-l10", "-n4", "-c64", "-b" + bmf, "--foreground", a, b, c, d}, 1, "mdtool: RUN_ARRAY failed: No space left on device\n"},
+		// a file that is no bitmap: md_bitmap_read_sb's EINVAL (the
+		// file is the user's: it stays)
+		{[]string{"-l1", "-n2", "-b" + junk, "--foreground", a, b}, 1, "mdtool: RUN_ARRAY failed: Invalid argument\n"},
+		// a member that cannot be opened: no file is left behind
+		{[]string{"-l1", "-n2", "-b" + bmf, "--foreground", a, filepath.Join(dir, "nothere.img")}, 1, ""},
+	} {
+		args := append([]string{"-B", "/dev/md0"}, tc.args...)
+		code, _, errs := mdtool(t, append(args, "--run-dir", filepath.Join(dir, "run"))...)
+		if code != tc.code || tc.msg != "" && errs != tc.msg {
+			t.Errorf("%v: exit %d %q, want %d %q", tc.args, code, errs, tc.code, tc.msg)
+		}
+		if _, err := os.Stat(bmf); err == nil {
+			t.Errorf("%v: the bitmap file was written", tc.args)
+			os.Remove(bmf)
+		}
+	}
+	if b, err := os.ReadFile(junk); err != nil || !bytes.Equal(b, bytes.Repeat([]byte("junk"), 1024)) {
+		t.Errorf("the file that is no bitmap was changed or removed: %v", err)
+	}
+}
+
+// TestBuildBitmapFile: build --bitmap=FILE writes the file as mdadm 4.2's
+// Build/CreateBitmap does (no UUID, the member's size, --bitmap-chunk,
+// --delay), the resync clears it, a write to the degraded array dirties
+// its chunks, and a --re-add of the failed and removed member recovers
+// only those (the member's stale bytes elsewhere stay); building again
+// reuses the file as it is.
+func TestBuildBitmapFile(t *testing.T) {
+	const mib = 1 << 20
+	dir := t.TempDir()
+	runDir := filepath.Join(dir, "run")
+	d1, d2 := sparse(t, dir, "d1.img", 8*mib), sparse(t, dir, "d2.img", 8*mib)
+	bmf := filepath.Join(dir, "bm")
+	md := "/dev/md/bb"
+	s := serveBuild(t, runDir, md, "-l1", "-n2", "--bitmap="+bmf, "-d1", "--bitmap-chunk=64", d1, d2)
+	raw, err := os.ReadFile(bmf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := bitmap.Parse(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h.UUID != [16]byte{} || h.Version != bitmap.Version || h.ChunkSize != 64<<10 || h.DaemonSleep != 1 ||
+		h.SyncSize != 8*mib/512 || len(raw) != bitmap.HeaderSize+(8*mib/(64<<10)+7)/8 {
+		t.Fatalf("bitmap file: %+v, %d bytes", h, len(raw))
+	}
+	mdtool(t, "wait", "--run-dir", runDir, md)
+	// the resync's bits are cleared by the bitmap daemon (--delay 1)
+	// before the member fails (a degraded array keeps them)
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		_, out, _ := mdtool(t, "-X", bmf)
+		if strings.Contains(out, " 0 dirty") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the resync's bits are still set:\n%s", out)
+		}
+	}
+	if code, _, errs := mdtool(t, "manage", "--run-dir", runDir, md, "--fail", d2); code != 0 {
+		t.Fatalf("--fail: %d %s", code, errs)
+	}
+	if code, _, errs := mdtool(t, "manage", "--run-dir", runDir, md, "--remove", d2); code != 0 {
+		t.Fatalf("--remove: %d %s", code, errs)
+	}
+	// 1 MiB written to the degraded array: 16 dirty chunks of 64 KiB
+	pat := bytes.Repeat([]byte("build-bitmap"), mib/12+1)[:mib]
+	src := filepath.Join(dir, "pat")
+	os.WriteFile(src, pat, 0o600)
+	run(t, "nbdcopy", "--", src, s.nbdURI())
+	// the removed member's bytes outside those chunks, changed behind
+	// the array's back: a guided recovery does not copy them
+	stale := bytes.Repeat([]byte{0x5a}, 64<<10)
+	f, err := os.OpenFile(d2, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.WriteAt(stale, 4*mib)
+	f.Close()
+	if _, out, _ := mdtool(t, "-X", bmf); !strings.Contains(out, "Bitmap : 128 bits (chunks), 16 dirty (12.5%)") {
+		t.Errorf("-X after the degraded write:\n%s", out)
+	}
+	code, _, errs := mdtool(t, "manage", "--run-dir", runDir, md, "--re-add", d2)
+	if code != 0 || errs != "mdtool: added "+d2+"\n" {
+		t.Fatalf("--re-add: exit %d %q", code, errs)
+	}
+	mdtool(t, "wait", "--run-dir", runDir, md)
+	s.stop()
+	m1, _ := os.ReadFile(d1)
+	m2, _ := os.ReadFile(d2)
+	if !bytes.Equal(m1[:mib], pat) || !bytes.Equal(m2[:mib], pat) {
+		t.Errorf("the written MiB is not on both members after the recovery")
+	}
+	if !bytes.Equal(m2[4*mib:4*mib+64<<10], stale) || bytes.Equal(m1[4*mib:4*mib+64<<10], stale) {
+		t.Errorf("the recovery copied a chunk the bitmap had clean")
+	}
+	// built again with another --bitmap-chunk: the file is used as it is
+	s = serveBuild(t, runDir, md, "-l1", "-n2", "--bitmap="+bmf, "--bitmap-chunk=128", d1, d2)
+	s.stop()
+	raw, _ = os.ReadFile(bmf)
+	if h, err := bitmap.Parse(raw); err != nil || h.ChunkSize != 64<<10 || h.DaemonSleep != 1 {
+		t.Errorf("built again: the bitmap file was rewritten: %+v %v", h, err)
+	}
+}
+
+// TestBuildReAddFaulty: --re-add of a failed member still in a build
+// array without a bitmap is md's state "re-add" (mdadm's first try): the
+// member goes back into its role and, with no bitmap to guide it, the
+// whole role is recovered (its stale bytes anywhere are replaced).
+func TestBuildReAddFaulty(t *testing.T) {
+	const mib = 1 << 20
+	dir := t.TempDir()
+	runDir := filepath.Join(dir, "run")
+	d1, d2 := sparse(t, dir, "d1.img", 4*mib), sparse(t, dir, "d2.img", 4*mib)
+	md := "/dev/md/bf"
+	s := serveBuild(t, runDir, md, "-l1", "-n2", "--assume-clean", d1, d2)
+	if code, _, errs := mdtool(t, "manage", "--run-dir", runDir, md, "--fail", d2); code != 0 {
+		t.Fatalf("--fail: %d %s", code, errs)
+	}
+	f, err := os.OpenFile(d2, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.WriteAt(bytes.Repeat([]byte{0x5a}, 4096), 3*mib)
+	f.Close()
+	code, _, errs := mdtool(t, "manage", "--run-dir", runDir, md, "--re-add", d2)
+	if code != 0 || errs != "mdtool: re-add "+d2+" to bf succeed\n" {
+		t.Fatalf("--re-add: exit %d %q", code, errs)
+	}
+	mdtool(t, "wait", "--run-dir", runDir, md)
+	_, out, _ := mdtool(t, "detail", "--run-dir", runDir, md)
+	s.stop()
+	m1, _ := os.ReadFile(d1)
+	m2, _ := os.ReadFile(d2)
+	if !bytes.Equal(m1, m2) || !strings.Contains(out, "active sync   "+d2) {
+		t.Errorf("after the re-add: members equal %v, detail:\n%s", bytes.Equal(m1, m2), out)
+	}
+}
