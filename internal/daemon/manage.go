@@ -411,7 +411,7 @@ func (s *Service) reAddFaulty(req Request, idx int) (*Response, error) {
 	if err != nil {
 		return nil, err
 	}
-	n, err := a.AddDevice(dev, engine.AddOptions{ReAdd: true, Replacement: -1, WriteMostly: req.WriteMostly,
+	n, err := a.AddDevice(dev, engine.AddOptions{ReAdd: true, Faulty: true, Replacement: -1, WriteMostly: req.WriteMostly,
 		FailFast: req.FailFast, NoFailFast: req.NoFailFast})
 	if err != nil {
 		dev.Close()
