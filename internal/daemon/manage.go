@@ -398,7 +398,7 @@ func (s *Service) awaitRecoveryStart() {
 func (s *Service) reAddFaulty(req Request, idx int) (*Response, error) {
 	a := s.cfg.Array
 	path := s.spec(idx).Path
-	if err := a.RemoveDevice(idx); err != nil {
+	if err := a.DetachFaulty(idx); err != nil {
 		if errors.Is(err, engine.ErrBusy) {
 			return nil, Errorf(CodeOpen, "Device or resource busy")
 		}
