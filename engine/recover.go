@@ -78,9 +78,14 @@ type SyncLimits struct {
 type AddOptions struct {
 	// ReAdd puts a former member back into its old role, recovering only
 	// what the bitmap marks dirty since it left (mdadm --re-add). Without
-	// a bitmap, or when the device is too old, it fails with
-	// ErrNotReAddable.
+	// a bitmap only a device whose events are the array's goes back (and
+	// is recovered in full); an older one, or one too old for the bitmap,
+	// fails with ErrNotReAddable.
 	ReAdd bool
+	// Faulty: with ReAdd, the device is a faulty member md still held
+	// (mdadm --re-add of it writes "re-add" to its dev-*/state): no event
+	// check, as md makes none there.
+	Faulty bool
 	// Replacement adds the device as the replacement of the active
 	// member in this role (mdadm --replace --with); -1 for none.
 	Replacement int

@@ -59,7 +59,7 @@ func (a *Array) AddDevice(dev Device, opts AddOptions) (int, error) {
 	if opts.ReAdd && a.opts.NotPersistent {
 		m, err = a.prepareReAddBuilt(dev) // build_readd.go
 	} else if opts.ReAdd {
-		m, err = a.prepareReAdd(dev)
+		m, err = a.prepareReAdd(dev, opts.Faulty)
 	} else if a.is090() {
 		m, err = a.prepareAdd090(dev, opts)
 	} else {
@@ -282,10 +282,11 @@ func (a *Array) prepareAdd(dev Device, opts AddOptions) (*member, error) {
 	return m, nil
 }
 
-// prepareReAdd checks that dev can go back into its old role guided by the
-// bitmap (super_1_validate on a running array with a bitmap). It writes
-// nothing.
-func (a *Array) prepareReAdd(dev Device) (*member, error) {
+// prepareReAdd checks that dev can go back into its old role
+// (super_1_validate and super_90_validate on a running array: guided by
+// the bitmap, or without one a device whose events are the array's, which
+// is then recovered in full). It writes nothing.
+func (a *Array) prepareReAdd(dev Device, faulty bool) (*member, error) {
 	if err := a.reAddDuringReshape(); err != nil {
 		return nil, err
 	}
@@ -309,16 +310,8 @@ func (a *Array) prepareReAdd(dev Device) (*member, error) {
 	if !superblock.ActiveRole(role) || int(role) >= a.n {
 		return nil, fmt.Errorf("%w: device has no active role", ErrNotReAddable)
 	}
-	if !a.hasBM {
-		return nil, fmt.Errorf("%w: the array has no bitmap", ErrNotReAddable)
-	}
-	b, ok := a.bm.(*wib.Bitmap)
-	if !ok {
-		return nil, fmt.Errorf("%w: the bitmap is not running", ErrNotReAddable)
-	}
-	if h := b.Header(); sb.Events < h.EventsCleared {
-		return nil, fmt.Errorf("%w: device events %d are older than the bitmap's events_cleared %d",
-			ErrNotReAddable, sb.Events, h.EventsCleared)
+	if err := a.reAddEvents(sb.Events, faulty); err != nil {
+		return nil, err
 	}
 	if sb.Events > a.Events() {
 		return nil, fmt.Errorf("%w: device events %d are newer than the array's %d", ErrNotReAddable, sb.Events, a.Events())

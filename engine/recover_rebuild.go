@@ -36,6 +36,8 @@ type recoverAction struct {
 	hasBM   bool
 	r10     bool
 	needed  bool         // the bitmap marks the current span
+	skipAll bool         // raid1/raid10 without a bitmap: md skips the whole recovery (recoverSkipsAll)
+	io      bool         // a unit ran since the last checkpoint (see checkpoint)
 	ces     *condEndSync // md_bitmap_cond_end_sync (condendsync.go)
 }
 
@@ -57,6 +59,7 @@ func (r *recoverAction) prepare() (total, from uint64, ok bool, err error) {
 		}
 	}
 	r.still = a.degraded()-len(r.targets) > 0
+	r.skipAll = a.recoverSkipsAll(r.targets)
 	r.bm, r.hasBM = a.bm.(syncBitmap)
 	r.r10 = a.level == layout.RAID10
 	if r.hasBM && !r.r10 {
@@ -76,6 +79,12 @@ func (r *recoverAction) span(s, total uint64) (uint64, bool, error) {
 	}
 	span := total - s
 	r.needed = true
+	if r.skipAll {
+		for _, t := range r.live {
+			advance(t, total)
+		}
+		return total, false, nil
+	}
 	if r.hasBM && !r.r10 {
 		var ns uint64
 		r.needed, ns = r.bm.StartSync(s, r.still)
@@ -97,6 +106,7 @@ func (r *recoverAction) unit(p, max uint64) (uint64, error) {
 		r.ces.at(p)
 	}
 	n, w, err := r.a.recoverUnit(p, max, r.live, r.guided, r.still)
+	r.io = true
 	r.a.sc.written.Add(w)
 	return n, err
 }
@@ -107,7 +117,19 @@ func (r *recoverAction) spanDone(s uint64, work, aborted bool) {
 	}
 }
 
-func (r *recoverAction) checkpoint(uint64, bool) { r.a.recoveryCheckpoint(r.targets, false) }
+// checkpoint records the progress (md_do_sync's curr_resync_completed
+// every 1/16). md sets MD_SB_CHANGE_CLEAN for it, but the superblocks are
+// written only when the md thread (raid1d, raid10d, raid5d) next runs, and
+// what wakes it is the recovery's I/O: while a recovery only skips chunks
+// (a re-add whose chunks the bitmap has clean) nothing is written, and the
+// end of the recovery records the position with the rest.
+func (r *recoverAction) checkpoint(_ uint64, forced bool) {
+	if !forced && !r.io {
+		return
+	}
+	r.io = false
+	r.a.recoveryCheckpoint(r.targets, false)
+}
 
 func (r *recoverAction) finish(pos uint64, err error) error {
 	a := r.a

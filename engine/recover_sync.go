@@ -445,7 +445,7 @@ func (a *Array) assignSpares() int {
 			a.opts.Logf("md: replacement device %d takes over role %d", m.index, r)
 		}
 	}
-	takeSparesInKernelOrder(spares, holes, free, func(r int, sp *member, guided bool) { take(r, sp, guided && a.hasBM) })
+	takeSparesInKernelOrder(spares, holes, free, func(r int, sp *member, guided bool) { take(r, sp, guided) })
 	a.failMu.Unlock()
 	a.cfgMu.Unlock()
 	if n > 0 {

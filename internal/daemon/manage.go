@@ -401,7 +401,7 @@ func (s *Service) awaitRecoveryStart() {
 func (s *Service) reAddFaulty(req Request, idx int) (*Response, error) {
 	a := s.cfg.Array
 	path := s.spec(idx).Path
-	if err := a.RemoveDevice(idx); err != nil {
+	if err := a.DetachFaulty(idx); err != nil {
 		if errors.Is(err, engine.ErrBusy) {
 			return nil, Errorf(CodeOpen, "Device or resource busy")
 		}
@@ -414,7 +414,7 @@ func (s *Service) reAddFaulty(req Request, idx int) (*Response, error) {
 	if err != nil {
 		return nil, err
 	}
-	n, err := a.AddDevice(dev, engine.AddOptions{ReAdd: true, Replacement: -1, WriteMostly: req.WriteMostly,
+	n, err := a.AddDevice(dev, engine.AddOptions{ReAdd: true, Faulty: true, Replacement: -1, WriteMostly: req.WriteMostly,
 		FailFast: req.FailFast, NoFailFast: req.NoFailFast})
 	if err != nil {
 		dev.Close()
