@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"mdtool/bitmap"
+	"mdtool/internal/daemon"
 )
 
 // TestBuildBitmapArgs: mdadm 4.2's refusals of --bitmap, --bitmap-chunk
@@ -146,8 +147,10 @@ func TestBuildBitmapFile(t *testing.T) {
 
 // TestBuildReAddFaulty: --re-add of a failed member still in a build
 // array without a bitmap is md's state "re-add" (mdadm's first try): the
-// member goes back into its role and, with no bitmap to guide it, the
-// whole role is recovered (its stale bytes anywhere are replaced).
+// member goes back into its role. md's raid1 would then skip the recovery
+// (saved_raid_disk set, no fullsync) and leave the writes it missed out;
+// the engine, which knows that writes went to the degraded array,
+// recovers the whole role (engine/recover_readd.go, missedWrites).
 func TestBuildReAddFaulty(t *testing.T) {
 	const mib = 1 << 20
 	dir := t.TempDir()
@@ -158,12 +161,7 @@ func TestBuildReAddFaulty(t *testing.T) {
 	if code, _, errs := mdtool(t, "manage", "--run-dir", runDir, md, "--fail", d2); code != 0 {
 		t.Fatalf("--fail: %d %s", code, errs)
 	}
-	f, err := os.OpenFile(d2, os.O_RDWR, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	f.WriteAt(bytes.Repeat([]byte{0x5a}, 4096), 3*mib)
-	f.Close()
+	fillRandom(t, daemon.PathsFor(runDir, s.name).NBD(), 3*mib, 4096, 9)
 	code, _, errs := mdtool(t, "manage", "--run-dir", runDir, md, "--re-add", d2)
 	if code != 0 || errs != "mdtool: re-add "+d2+" to bf succeed\n" {
 		t.Fatalf("--re-add: exit %d %q", code, errs)

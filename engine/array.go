@@ -172,7 +172,11 @@ type Array struct {
 	bmFile  *os.File     // the bitmap is this file (bitmapfile.go), not in the members
 	bmMu    sync.RWMutex // held to swap bm (growbitmap.go) and by readers outside the request path
 	meta    metaState
-	stats   engineStats
+	// missedWrites: a write completed while a raid1/raid10 without a
+	// bitmap was degraded, so a role not in sync missed it (noteMissed,
+	// recover_readd.go).
+	missedWrites atomic.Bool
+	stats        engineStats
 
 	inflight inflightCounter
 	closed   atomic.Bool
@@ -827,6 +831,7 @@ func (a *Array) write(p []byte, off int64, fua bool) (int, error) {
 		}
 		return err
 	})
+	a.noteMissed()
 	return int(done), err
 }
 

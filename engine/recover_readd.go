@@ -49,8 +49,13 @@ func (a *Array) reAddEvents(ev uint64, faulty bool) error {
 // copy of the others ("as all devices are equivalent, we don't need a full
 // recovery if this was recently any drive of the array") and only marks
 // it in sync.
+//
+// One deliberate difference: md skips even when the member missed writes
+// (a faulty member re-added after writes to the degraded array), which
+// leaves its copy stale. The engine then recovers the whole role
+// (missedWrites), so no mirror is ever left with old data.
 func (a *Array) recoverSkipsAll(targets []*member) bool {
-	if a.hasBM || (a.level != layout.RAID1 && a.level != layout.RAID10) || a.rs != nil {
+	if a.hasBM || (a.level != layout.RAID1 && a.level != layout.RAID10) || a.rs != nil || a.missedWrites.Load() {
 		return false
 	}
 	for _, t := range targets {
@@ -91,4 +96,27 @@ func (a *Array) DetachFaulty(index int) error {
 	a.meta.mu.Unlock()
 	a.resume()
 	return m.dev.Close()
+}
+
+// noteMissed records, after a write, that a raid1/raid10 without a bitmap
+// was degraded while it ran: some role not in sync missed it. Every write
+// either reached a member or found it not in sync (a write in flight when
+// the member fails is on it or counted here), and a re-add first drains
+// the writes in flight (suspend), so a recovery that starts afterwards
+// sees every miss. Cheap on the hot path: one atomic load once set, and a
+// walk of the roles only for these levels.
+func (a *Array) noteMissed() {
+	if a.hasBM || (a.level != layout.RAID1 && a.level != layout.RAID10) || a.missedWrites.Load() {
+		return
+	}
+	if a.degraded() > 0 {
+		a.missedWrites.Store(true)
+	}
+}
+
+// clearMissed forgets the missed writes once every role is in sync again.
+func (a *Array) clearMissed() {
+	if a.missedWrites.Load() && a.degraded() == 0 {
+		a.missedWrites.Store(false)
+	}
 }

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"bytes"
 	"errors"
 	"testing"
 )
@@ -48,6 +49,36 @@ func TestReAddNoBitmap(t *testing.T) {
 		}
 		if n := cw.writes.Load(); n != 0 {
 			t.Errorf("%d writes to a refused device", n)
+		}
+		a.Close()
+	})
+	t.Run("faulty-missed-writes", func(t *testing.T) {
+		// md would skip here too and leave role 1 stale; the engine
+		// recovers the whole role (recoverSkipsAll, missedWrites).
+		mems := createChunk(t, s, 0)
+		a := open(t, mems, recoverOptions())
+		if err := a.FailDevice(1); err != nil {
+			t.Fatal(err)
+		}
+		data := bytes.Repeat([]byte{0xa5}, 64<<10)
+		mustWrite(t, a, nil, data, 1<<20)
+		if err := a.DetachFaulty(1); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := a.AddDevice(mems[1].Reopen(), AddOptions{ReAdd: true, Faulty: true, Replacement: -1}); err != nil {
+			t.Fatalf("re-add of the faulty member: %v", err)
+		}
+		waitSync(t, a)
+		if st := a.SyncStatus(); st.LastAction != ActionRecover || st.Written == 0 {
+			t.Errorf("recovery %+v, want one that writes the role", st)
+		}
+		// only role 1 left: it must hold what was written while it was out
+		if err := a.FailDevice(0); err != nil {
+			t.Fatal(err)
+		}
+		got := make([]byte, len(data))
+		if _, err := a.ReadAt(got, 1<<20); err != nil || !bytes.Equal(got, data) {
+			t.Errorf("role 1 after the re-add: %v, data equal %v", err, bytes.Equal(got, data))
 		}
 		a.Close()
 	})

@@ -155,6 +155,7 @@ func (r *recoverAction) finish(pos uint64, err error) error {
 		r.bm.CloseSync()
 	}
 	a.finishRecovery(liveTargets(r.targets))
+	a.clearMissed()
 	return nil
 }
 
