@@ -363,6 +363,7 @@ func mdadmTestVMScript(tests []mdadmTest) string {
 			fmt.Fprintf(&s, "cp /tmp/img/d%d %s/d%d.img\n", i, mt, i)
 		}
 	}
+	s.WriteString(hostDoneWait) // execBeside: mdtool's images on the host are complete
 	for _, c := range tests {
 		if c.final == nil {
 			continue
@@ -464,8 +465,12 @@ func runMdadmSuite(t *testing.T, bin, root string, tests []mdadmTest) {
 				t.Fatal(err)
 			}
 		}
-		if !c.inVM {
-			got[c.name] = runMdadmTestHost(t, bin, share, src, c)
+	}
+	host := func() {
+		for _, c := range tests {
+			if !c.inVM {
+				got[c.name] = runMdadmTestHost(t, bin, share, src, c)
+			}
 		}
 	}
 	vmShare := share
@@ -473,9 +478,10 @@ func runMdadmSuite(t *testing.T, bin, root string, tests []mdadmTest) {
 		// For humans: compare with the mdadm logs of an earlier run
 		// (its share directory, kept); mdtool's images are not checked.
 		vmShare = reuse
+		host()
 	} else {
-		out := mdvm.MustExec(t, mdvm.Run{Share: share, Script: mdadmTestVMScript(tests), Bins: append([]string{bin}, mdadmBmfBins(tests)...), Mem: 2048, Timeout: 1800 * time.Second,
-			Disks: mdadmBmfDisks(t, root, tests), Modules: mdadmBmfModules(tests)})
+		out := execBeside(t, share, mdvm.Run{Share: share, Script: mdadmTestVMScript(tests), Bins: append([]string{bin}, mdadmBmfBins(tests)...), Mem: 2048, Timeout: 2700 * time.Second,
+			Disks: mdadmBmfDisks(t, root, tests), Modules: mdadmBmfModules(tests)}, host)
 		if len(out) > 0 {
 			t.Logf("VM output:\n%s", out)
 		}

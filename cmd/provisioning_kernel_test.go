@@ -146,15 +146,20 @@ func TestProvisioningSequences(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		if !c.inVM {
-			got[c.name] = runMdadmTestHost(t, bin, share, testsDir, c)
+	}
+	host := func() {
+		for _, c := range tests {
+			if !c.inVM {
+				got[c.name] = runMdadmTestHost(t, bin, share, testsDir, c)
+			}
 		}
 	}
 	vmShare := share
 	if reuse := os.Getenv("MDADM_TESTS_VM_SHARE"); reuse != "" {
 		vmShare = reuse
+		host()
 	} else {
-		out := mdvm.MustExec(t, mdvm.Run{Share: share, Script: mdadmTestVMScript(tests), Bins: []string{bin}, Mem: 2048, Timeout: 1800 * time.Second})
+		out := execBeside(t, share, mdvm.Run{Share: share, Script: mdadmTestVMScript(tests), Bins: []string{bin}, Mem: 2048, Timeout: 2700 * time.Second}, host)
 		if len(out) > 0 {
 			t.Logf("VM output:\n%s", out)
 		}

@@ -119,7 +119,7 @@ for spec in "1 2" "5 3" "6 4" "10 4"; do
 	$M --create /dev/md/f$1 --level=$1 --raid-devices=$2 --assume-clean --run --quiet $L || fail "create raid$1"
 	echo "raid$1 on $(readlink -f /dev/md/f$1)"
 	$B/fio --name=v$1 --filename=/dev/md/f$1 --ioengine=libaio --direct=1 --rw=randwrite --bs=4k --verify=crc32c --verify_fatal=1 \
-		--numjobs=4 --iodepth=32 --size=4M --offset_increment=4M --group_reporting --output=/tmp/fio$1 >/dev/null 2>&1
+		--numjobs=4 --iodepth=32 --size=2M --offset_increment=2M --group_reporting --output=/tmp/fio$1 >/dev/null 2>&1
 	echo "raid$1 fio rc=$? $(grep -o 'err= *[0-9]*' /tmp/fio$1 | head -1)"
 	u=$(md5sum < /dev/md/f$1)
 	$M --stop /dev/md/f$1 || fail "stop raid$1"
