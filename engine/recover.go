@@ -267,6 +267,14 @@ func (a *Array) WaitSync(ctx context.Context) error {
 // RemoveDevice removes a faulty or spare member (mdadm --remove); an active
 // one gives ErrBusy. The device is closed; its index is not reused.
 func (a *Array) RemoveDevice(index int) error {
+	return a.detach(index, func(st MemberState) bool { return st == Faulty || st == Spare }, true)
+}
+
+// detach takes the member with device index out of the array when ok
+// accepts its state (else ErrBusy) and closes its device; record writes
+// the superblocks now (HOT_REMOVE_DISK) rather than leaving them to the
+// next update (DetachFaulty).
+func (a *Array) detach(index int, ok func(MemberState) bool, record bool) error {
 	if a.closed.Load() {
 		return ErrClosed
 	}
@@ -277,9 +285,7 @@ func (a *Array) RemoveDevice(index int) error {
 	if m == nil {
 		return fmt.Errorf("engine: no device %d in the array", index)
 	}
-	switch m.State() {
-	case Faulty, Spare:
-	default:
+	if !ok(m.State()) {
 		return ErrBusy
 	}
 	a.suspend()
@@ -289,12 +295,16 @@ func (a *Array) RemoveDevice(index int) error {
 	m.removed.Store(true)
 	a.cfgMu.Unlock()
 	a.meta.changeDevs = true
-	if err := a.updateSuperLocked(true); err != nil {
-		a.opts.Logf("md: superblock update: %v", err)
+	if record {
+		if err := a.updateSuperLocked(true); err != nil {
+			a.opts.Logf("md: superblock update: %v", err)
+		}
 	}
 	a.meta.mu.Unlock()
 	a.resume()
-	a.sc.disabled.Store(false)
+	if record {
+		a.sc.disabled.Store(false)
+	}
 	return m.dev.Close()
 }
 

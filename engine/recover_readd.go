@@ -74,28 +74,7 @@ func (a *Array) recoverSkipsAll(targets []*member) bool {
 // keeps the rdev bound and only clears Faulty; the AddDevice that follows
 // writes the superblocks once. The device is closed.
 func (a *Array) DetachFaulty(index int) error {
-	if a.closed.Load() {
-		return ErrClosed
-	}
-	if a.opts.ReadOnly {
-		return ErrReadOnly
-	}
-	m := a.memberByIndex(index)
-	if m == nil {
-		return fmt.Errorf("engine: no device %d in the array", index)
-	}
-	if m.State() != Faulty {
-		return ErrBusy
-	}
-	a.suspend()
-	a.meta.mu.Lock()
-	a.cfgMu.Lock()
-	m.removed.Store(true)
-	a.cfgMu.Unlock()
-	a.meta.changeDevs = true
-	a.meta.mu.Unlock()
-	a.resume()
-	return m.dev.Close()
+	return a.detach(index, func(st MemberState) bool { return st == Faulty }, false)
 }
 
 // noteMissed records, after a write, that a raid1/raid10 without a bitmap

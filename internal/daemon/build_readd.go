@@ -1,8 +1,6 @@
 package daemon
 
 import (
-	"errors"
-
 	"mdtool/engine"
 )
 
@@ -17,13 +15,7 @@ import (
 func (s *Service) reAddBuilt(req Request) (*Response, error) {
 	a := s.cfg.Array
 	resp := &Response{Number: s.nextNumber()}
-	fail := func(err error) (*Response, error) {
-		var oe *OpError
-		if errors.As(err, &oe) && oe.Resp == nil {
-			oe.Resp = resp
-		}
-		return nil, err
-	}
+	fail := func(err error) (*Response, error) { return failWith(resp, err) }
 	if idx := s.findMember(req.Device); idx >= 0 {
 		if info := s.memberInfo(idx); info != nil && info.State == engine.Faulty {
 			// mdadm writes "re-add" to its dev-*/state first: md puts

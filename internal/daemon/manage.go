@@ -256,13 +256,7 @@ func (s *Service) nextNumber() int {
 func (s *Service) add(req Request) (*Response, error) {
 	a := s.cfg.Array
 	resp := &Response{Number: s.nextNumber()}
-	fail := func(err error) (*Response, error) {
-		var oe *OpError
-		if errors.As(err, &oe) && oe.Resp == nil {
-			oe.Resp = resp
-		}
-		return nil, err
-	}
+	fail := func(err error) (*Response, error) { return failWith(resp, err) }
 	if idx := s.findMember(req.Device); idx >= 0 {
 		info := s.memberInfo(idx)
 		if req.Op == OpReAdd && info != nil && info.State == engine.Faulty {
@@ -591,4 +585,14 @@ func MemberPath(p string) string {
 		return abs
 	}
 	return p
+}
+
+// failWith gives an OpError without a response resp (the number mdadm
+// prints with the failure) and returns it.
+func failWith(resp *Response, err error) (*Response, error) {
+	var oe *OpError
+	if errors.As(err, &oe) && oe.Resp == nil {
+		oe.Resp = resp
+	}
+	return nil, err
 }
