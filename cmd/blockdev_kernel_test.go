@@ -155,17 +155,17 @@ B=/usr/bin
 fail() { echo "FAIL: $*"; tail -20 /run/mdtool/*.log 2>/dev/null; exit 1; }
 mkdir -p /mnt
 n=0
-loops() { # count: L = that many new loop devices of 40 MiB on /dev/vda
+loops() { # count MiB: L = that many new loop devices of MiB each on /dev/vda
 	L=""
 	for i in $(seq $1); do
-		l=$($B/losetup -f --show -o $((n*40*1048576)) --sizelimit $((40*1048576)) /dev/vda) || fail losetup
-		n=$((n+1)); L="$L $l"
+		l=$($B/losetup -f --show -o $((n*1048576)) --sizelimit $(($2*1048576)) /dev/vda) || fail losetup
+		n=$((n+$2)); L="$L $l"
 	done
 }
 echo "== D: fio verify through the block device"
 for spec in "1 2" "5 3" "6 4" "10 4"; do
 	set -- $spec
-	loops $2
+	loops $2 16 # fio writes 8 MiB of each array
 	$M --create /dev/md/f$1 --level=$1 --raid-devices=$2 --assume-clean --run --quiet $L || fail "create raid$1"
 	$B/fio --name=v$1 --filename=/dev/md/f$1 --ioengine=libaio --direct=1 --rw=randwrite --bs=4k --verify=crc32c --verify_fatal=1 \
 		--numjobs=4 --iodepth=32 --size=2M --offset_increment=2M --group_reporting --output=/tmp/fio$1 >/dev/null 2>&1
@@ -177,7 +177,7 @@ for spec in "1 2" "5 3" "6 4" "10 4"; do
 	mdadm --stop /dev/md$1 >/dev/null 2>&1
 done
 echo "== E: daemon killed under a mounted file system"
-loops 2
+loops 2 40 # ext4 with fio's 16 MiB file
 $M --create /dev/md/k --level=1 --raid-devices=2 --bitmap=internal --assume-clean --run --quiet $L || fail "create k"
 $B/mke2fs -q -t ext4 /dev/md/k || fail mkfs
 mount /dev/md/k /mnt || fail mount

@@ -30,7 +30,7 @@ func geometryRun(t *testing.T, kernel, door string, modules []string) string {
 	dir := t.TempDir()
 	var disks []mdvm.Disk
 	for i := 0; i < 4; i++ {
-		disks = append(disks, mdvm.Disk{Path: sparse(t, dir, fmt.Sprintf("g%d.img", i), 128<<20)})
+		disks = append(disks, mdvm.Disk{Path: sparse(t, dir, fmt.Sprintf("g%d.img", i), 64<<20)})
 	}
 	script := geometryScript
 	if os.Getenv("MDTOOL_SHIM_COST") != "" {

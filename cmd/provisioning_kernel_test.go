@@ -99,9 +99,11 @@ func provisioningFileMasks(tests ...string) []mdadmKnownDiff {
 	return k
 }
 
-// TestProvisioningSequences runs provisioningTests (PROVISIONING_TESTS
-// limits them, like MDADM_TESTS; MDADM_TESTS_KEEP keeps the share).
-func TestProvisioningSequences(t *testing.T) {
+// provisioningSequences is TestProvisioningSequences (declared in
+// cmd/aa_vmfirst_test.go, so that it starts early): it runs
+// provisioningTests (PROVISIONING_TESTS limits them, like MDADM_TESTS;
+// MDADM_TESTS_KEEP keeps the share).
+func provisioningSequences(t *testing.T) {
 	mdvm.Parallel(t)
 	mdvm.Require(t)
 	bin := mdtoolBinary(t)

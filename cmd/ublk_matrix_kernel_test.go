@@ -22,7 +22,7 @@ import (
 //     mismatch_cnt 0.
 //   - fio verify (libaio, O_DIRECT, crc32c, 4 jobs, iodepth 32) through
 //     /dev/md/fN = /dev/ublkbN on raid1, raid5, raid6 and raid10 (loop
-//     devices of a fifth disk): 0 errors; the kernel assembles the same
+//     devices of 16 MiB on a fifth disk): 0 errors; the kernel assembles the same
 //     members: the array's md5 equals the one read through ublk, and check
 //     gives mismatch_cnt 0.
 func TestKernelUblkScriptAndFio(t *testing.T) {
@@ -32,9 +32,9 @@ func TestKernelUblkScriptAndFio(t *testing.T) {
 	dir := t.TempDir()
 	var disks []mdvm.Disk
 	for i := 0; i < 4; i++ {
-		disks = append(disks, mdvm.Disk{Path: sparse(t, dir, fmt.Sprintf("p%d.img", i), 128<<20)})
+		disks = append(disks, mdvm.Disk{Path: sparse(t, dir, fmt.Sprintf("p%d.img", i), 64<<20)})
 	}
-	disks = append(disks, mdvm.Disk{Path: sparse(t, dir, "loops.img", 640<<20)})
+	disks = append(disks, mdvm.Disk{Path: sparse(t, dir, "loops.img", 256<<20)})
 	start := time.Now()
 	out := string(mdvm.MustExec(t, mdvm.Run{
 		Kernel:  "6.12",
@@ -106,10 +106,10 @@ echo "kernel mismatch_cnt=$(cat /sys/block/md1/md/mismatch_cnt)"
 mdadm --stop /dev/md1
 echo "== D: fio verify through the ublk device"
 n=0
-loops() { # count: L = that many new loop devices of 40 MiB on /dev/vde
+loops() { # count: L = that many new loop devices of 16 MiB on /dev/vde (fio writes 8 MiB of each array)
 	L=""
 	for i in $(seq $1); do
-		l=$($B/losetup -f --show -o $((n*40*1048576)) --sizelimit $((40*1048576)) /dev/vde) || fail losetup
+		l=$($B/losetup -f --show -o $((n*16*1048576)) --sizelimit $((16*1048576)) /dev/vde) || fail losetup
 		n=$((n+1)); L="$L $l"
 	done
 }
