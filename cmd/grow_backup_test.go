@@ -2,8 +2,11 @@ package cmd
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -129,5 +132,61 @@ func TestGrowBackupRestart(t *testing.T) {
 			t.Fatal("the backup file is still there after the reshape")
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestGrowBackupSlideKill: a daemon killed (kill -9) in an in-place chunk
+// change right after the backup file took a window half-way, before its
+// stripes are written: the superblocks record such a reshape by md's rule
+// only (every 10 s), so they may still hold a position below that
+// window. assemble refuses the array without the backup file; with it
+// the window is restored, the reshape goes on after it and finishes with
+// the data intact.
+func TestGrowBackupSlideKill(t *testing.T) {
+	dir := t.TempDir()
+	runDir := filepath.Join(dir, "run")
+	md := "/dev/md/bsk"
+	devs := mkArray(t, dir, md, 4, 16<<20, "-l5", "-n4", "-c64", "--assume-clean")
+	d := startDaemon(t, runDir, md, devs, "MDTOOL_TEST_RESHAPE_PAUSE=backup:0.5")
+	uri := "nbd+unix:///?socket=" + d.socket()
+	data := nbdWrite(t, uri, 40<<20)
+	bu := filepath.Join(dir, "backup")
+	done := make(chan int, 1)
+	go func() {
+		code, _, _ := mdtool(t, "--grow", md, "--chunk=128", "--backup-file", bu, "--run-dir", runDir)
+		done <- code
+	}()
+	p, pos, win := waitReshapePause(t, d)
+	if p != "backup" || win == 0 || pos <= win {
+		t.Fatalf("paused at %s %d %d, want a window's backup half-way", p, pos, win)
+	}
+	d.kill()
+	select {
+	case <-done:
+	case <-time.After(2 * time.Minute):
+		t.Fatal("grow did not return after the daemon was killed")
+	}
+	_, ex, _ := mdtool(t, "examine", devs[0])
+	m := regexp.MustCompile(`Reshape pos'n : (\d+)`).FindStringSubmatch(ex)
+	if m == nil {
+		t.Fatalf("examine after the kill (want a reshape in progress):\n%s", ex)
+	}
+	if k, _ := strconv.ParseUint(m[1], 10, 64); k*2 > win {
+		t.Fatalf("the superblocks record %d sectors, beyond the window backed up at %d", k*2, win)
+	} else {
+		t.Logf("killed with the window [%d, %d) in the backup, the superblocks at %d", win, pos, k*2)
+	}
+	args := append([]string{"--assemble", "--foreground", md, "--run-dir", runDir}, devs...)
+	if code, _, errs := mdtool(t, args...); code != 1 || !strings.Contains(errs, "Failed to restore critical section") {
+		t.Fatalf("assemble without the backup file: exit %d %q", code, errs)
+	}
+	d = startDaemon(t, runDir, md, append([]string{"--backup-file=" + bu}, devs...))
+	defer d.stop()
+	reshapeFinished(t, runDir, md)
+	if got := detailJSONOf(t, runDir, md); fmt.Sprint(got["chunk_size_kib"]) != "128" {
+		t.Errorf("after the restart: chunk %v", got["chunk_size_kib"])
+	}
+	if b := nbdRead(t, uri, len(data)); !bytes.Equal(b, data) {
+		t.Error("the data read back differs")
 	}
 }

@@ -15,7 +15,9 @@ import (
 // The test build stops a reshape at a point for the kill -9 tests
 // (engine.ReshapeHook): MDTOOL_TEST_RESHAPE_PAUSE is "move:F" (before the
 // first window at or beyond the fraction F of the new array, counted from
-// the end when the reshape runs backwards), "checkpoint"
+// the end when the reshape runs backwards), "backup:F" (after the backup
+// file took the first window reaching F, before its stripes are written;
+// RECORDED is then the window's start), "checkpoint"
 // (before the superblocks record the reshape's first position, i.e. while
 // they still hold its start: 0, or the end for a reshape that runs
 // backwards) or "finish" (before the superblocks of the finished
@@ -76,7 +78,7 @@ func init() {
 			done = total - pos
 		}
 		switch {
-		case p == "move" && (dir == 0 || float64(done) < frac*float64(total)):
+		case (p == "move" || p == "backup") && (dir == 0 || float64(done) < frac*float64(total)):
 			return
 		case p == "checkpoint" && (recorded != start || start != 0 && start != total):
 			// only the first checkpoint of a fresh reshape

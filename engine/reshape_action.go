@@ -235,6 +235,13 @@ func (ra *reshapeAction) finish(pos uint64, err error) error {
 		}
 		return err
 	}
+	if a.rs.slide != nil {
+		// the backup may lie ahead of reshape_position (reshape_slide.go):
+		// record the end before it is forgotten and its hold goes
+		if err := a.recordReshape(); err != nil {
+			return err
+		}
+	}
 	if err := ra.endSlide(); err != nil {
 		return err
 	}

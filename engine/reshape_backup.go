@@ -167,7 +167,7 @@ func (a *Array) readReshapeBackup(ref *superblock.Superblock) (*pendingRestore, 
 	forwards := int32(ref.DeltaDisks) >= 0
 	pos := ref.ReshapePosition
 	if bf := a.opts.ReshapeBackup; bf != nil && !a.opts.ReadOnly {
-		pr, err := readBackup(bf, ref, pos, forwards)
+		pr, err := readBackup(bf, ref, pos, forwards, ref.DeltaDisks == 0 && ref.NewLevel == ref.Level)
 		if err != nil {
 			return nil, err
 		}
@@ -205,8 +205,13 @@ func (a *Array) readReshapeBackup(ref *superblock.Superblock) (*pendingRestore, 
 }
 
 // readBackup reads and checks a backup file's header as Grow_restart
-// does; nil when it holds nothing the restart needs.
-func readBackup(bf BackupFile, ref *superblock.Superblock, pos uint64, forwards bool) (*pendingRestore, error) {
+// does; nil when it holds nothing the restart needs. ahead (an in-place
+// reshape that keeps the data devices, reshape_slide.go) trusts sections
+// that lie beyond pos: the engine records such a reshape by md's rule
+// only, every window below its backup is durable, so the restart goes on
+// from the backup's end (mdadm 4.2's Grow_restart restores them but keeps
+// pos).
+func readBackup(bf BackupFile, ref *superblock.Superblock, pos uint64, forwards, ahead bool) (*pendingRestore, error) {
 	hb := make([]byte, backupfile.Size)
 	if _, err := bf.ReadAt(hb, 0); err != nil {
 		return nil, nil // "Cannot read"
@@ -232,6 +237,11 @@ func readBackup(bf BackupFile, ref *superblock.Superblock, pos uint64, forwards 
 		}
 	}
 	pr := &pendingRestore{sections: h.Sections(), pos: h.Restart(pos, forwards)}
+	if ahead && forwards {
+		for _, s := range pr.sections {
+			pr.pos = max(pr.pos, s.ArrayStart+s.Length) // Needed: some section ends at or after pos
+		}
+	}
 	for _, s := range pr.sections {
 		if s.Length > 1<<21 {
 			return nil, fmt.Errorf("%w: backup section of %d sectors", ErrUnsupported, s.Length)

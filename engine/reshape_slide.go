@@ -14,13 +14,16 @@ import (
 // Same number of data devices (a layout or chunk change): the reshape
 // runs forwards and every window's new stripes overwrite exactly the
 // device range its old stripes occupy, so each window is backed up before
-// it is written: its data is read, written to the file as the header's
-// section (arraystart = window start) and the header made durable, then
-// the new stripes are written and flushed and reshape_position recorded
-// past the window. The window's range stays held (the gate) until the
-// next window's backup replaces it in the file: a restart (Grow_restart)
-// restores the section the header holds, which must still be the data
-// the array holds there.
+// it is written, into the two parts of mdadm's "-2" header in turn
+// (child_monitor, grow_backup, forget_backup): a part is forgotten (the
+// members flushed first, so the window it held is durable) before its
+// data area is rewritten, and the range the live parts cover stays held
+// (the gate), so that their data is the array's there. reshape_position
+// is recorded by md's rule only: every 10 s (reshape_checkpoint) and at
+// the end before the backup is forgotten. A restart with the file
+// restores the parts and goes on after them, even when the superblocks
+// hold an older position (readBackup's ahead): every window below the
+// parts is durable.
 //
 // Fewer data devices (a shrink): md runs backwards from the new array's
 // end; the record rule keeps the windows safe down to the critical
@@ -40,6 +43,12 @@ type slideState struct {
 	pin *gateWindow // the range the live section holds, nil when none
 	// tail: where a shrink's bottom section began (0: not reached)
 	tail uint64
+	// the same count: the part the next window's backup goes to, the
+	// size of part 0's area (the largest window), and whether a window
+	// was written since the members were last flushed
+	part  int
+	win   uint64
+	dirty bool
 }
 
 // firstBlock is Grow_restart's first_block for a shrink from od to nd
@@ -122,23 +131,19 @@ func (sl *slideState) hold(g *reshapeGate, lo, hi uint64) *gateWindow {
 	return w
 }
 
-// backup reads the array sectors [lo, hi) (zeroes beyond the old array's
-// end) and writes them to the file as its section.
-func (ra *reshapeAction) backup(lo, hi uint64) (*buf, error) {
-	b, err := ra.readOld(lo, hi)
-	if err != nil {
-		return nil, err
-	}
-	if err := ra.writeSections(b.b, lo, nil, 0); err != nil {
-		putBuf(b)
-		return nil, err
-	}
-	return b, nil
-}
-
 // slideUnit moves the window of want rows from reshape_progress p of a
-// reshape that keeps the data devices: backed up, written, flushed,
-// recorded; its range stays held until the next window's backup.
+// reshape that keeps the data devices, with mdadm's two-part backup
+// (child_monitor's parts, used in turn): the window before is made
+// durable (the members flushed), the part this window's backup goes to is
+// forgotten (forget_backup: it held the window before that one, durable
+// now), the window is backed up into that part (grow_backup: its data,
+// then the header naming both parts) and its new stripes written. The
+// range the live parts cover stays held (the gate) until a part is
+// forgotten: their data is the array's there. reshape_position is
+// recorded by md's rule only (every 10 s: reshape_checkpoint; the same
+// count never asks for more), so it may lie behind the backup: a restart
+// (readReshapeBackup) restores the parts and continues after them, since
+// every window below them is durable.
 func (ra *reshapeAction) slideUnit(p, want uint64) (uint64, error) {
 	a := ra.a
 	g := a.rs.geo
@@ -148,31 +153,99 @@ func (ra *reshapeAction) slideUnit(p, want uint64) (uint64, error) {
 	if hi <= p {
 		return 0, fmt.Errorf("%w: reshape window at %d is empty", ErrUnsupported, p)
 	}
-	if err := a.recordReshape(); err != nil { // normally recorded by the window before
+	if sl.dirty { // the window before must be durable before a record or before its backup goes
+		if err := a.flushMembers(); err != nil {
+			return 0, err
+		}
+		sl.dirty = false
+	}
+	if ra.timerDue() {
+		if err := a.recordReshape(); err != nil {
+			return 0, err
+		}
+	}
+	if sl.win == 0 {
+		sl.win = max(reshapeWindow/row, 1) * row
+	}
+	q := sl.part
+	if err := sl.forgetPart(a, q); err != nil {
 		return 0, err
 	}
-	w := sl.hold(&a.rs.gate, p, hi)
+	lo := p // held: the other part's window (live) and this one
+	if o := sl.section(1 - q); o.Length != 0 {
+		lo = min(lo, o.ArrayStart)
+	}
+	w := a.rs.gate.hold(lo, hi)
+	if sl.pin != nil {
+		close(sl.pin.done) // what it held beyond [lo, hi) is forgotten and durable
+	}
+	sl.pin = w
 	if reshapeHoldHook != nil {
 		reshapeHoldHook(p, hi)
 	}
-	b, err := ra.backup(p, hi)
+	b, err := ra.readOld(p, hi)
 	if err != nil {
-		sl.pin = w
 		return 0, err
 	}
 	defer putBuf(b)
-	sl.pin = w
+	if err := sl.writePart(a, q, b.b, p); err != nil {
+		return 0, err
+	}
+	sl.part = 1 - q
+	// the hook's recorded argument is the window's start here: what a
+	// kill now finds in flight is this window's stripes
+	reshapeStep("backup", hi, p, g.New.ArraySectors())
 	rp := a.pers.(*reshapePers)
 	if err := rp.mover.writeFull(b.b, p, int((hi-p)/g.New.StripeSectors()), false, nil); err != nil {
 		return 0, err
 	}
 	a.rs.progress.Store(hi)
 	a.reshapeRecovered()
-	if err := a.recordReshape(); err != nil { // md_update_sb's preflush makes the stripes durable first
-		return 0, err
-	}
-	sl.pin = a.rs.gate.narrow(w, p, hi)
+	sl.dirty = true
 	return hi - p, nil
+}
+
+// section is part q (0 or 1) of the header.
+func (sl *slideState) section(q int) backupfile.Section {
+	if q == 0 {
+		return backupfile.Section{DevStart: sl.h.DevStart, ArrayStart: sl.h.ArrayStart, Length: sl.h.Length}
+	}
+	return backupfile.Section{DevStart: sl.h.DevStart + sl.h.DevStart2, ArrayStart: sl.h.ArrayStart2, Length: sl.h.Length2}
+}
+
+// forgetPart is forget_backup of part q: the header no longer names it
+// (written and synced before the part's data is overwritten).
+func (sl *slideState) forgetPart(a *Array, q int) error {
+	if sl.section(q).Length == 0 {
+		return nil
+	}
+	if q == 0 {
+		sl.h.ArrayStart, sl.h.Length = 0, 0
+	} else {
+		sl.h.ArrayStart2, sl.h.Length2 = 0, 0
+	}
+	return sl.write(a, nil)
+}
+
+// writePart is grow_backup into part q: d (array sectors from s) written
+// to the part's data area (part 1 sl.win sectors after part 0), then the
+// "-2" header naming both parts, synced.
+func (sl *slideState) writePart(a *Array, q int, d []byte, s uint64) error {
+	n := uint64(len(d)) >> 9
+	sl.h.Version, sl.h.DevStart2 = 2, sl.win
+	off := sl.h.DevStart
+	if q == 1 {
+		off += sl.win
+	}
+	if _, err := sl.bf.WriteAt(d, int64(off)*512); err != nil {
+		return fmt.Errorf("backup file: %w", err)
+	}
+	if q == 0 {
+		sl.h.ArrayStart, sl.h.Length = s, n
+	} else {
+		sl.h.ArrayStart2, sl.h.Length2 = s, n
+	}
+	return sl.write(a, nil)
 }
 
 // tailDue says whether a shrink with a backup file must back up its

@@ -71,7 +71,10 @@ func TestReshapeInPlaceSlide(t *testing.T) {
 
 func testSlide(t *testing.T, c slideCase) {
 	mems := create(t, c.s)
-	a := open(t, mems, recoverOptions())
+	clk := &fakeClock{t: time.Now()} // advanced by the hook: md's 10 s records mid-way
+	o := recoverOptions()
+	o.Clock = clk.Now
+	a := open(t, mems, o)
 	for _, r := range c.fail {
 		if err := a.Fail(r); err != nil {
 			t.Fatal(err)
@@ -95,24 +98,39 @@ func testSlide(t *testing.T, c slideCase) {
 	bf := &memBackup{}
 	stride := int(uint64(a.Size()>>9)/2048*3/20) + 1
 	var snaps []*slideSnap
-	events := 0
+	events, nbackup := 0, 0
+	// the same count: the window written last, in flight until the next
+	// unit flushes the members (a kill at a move or a record loses it)
+	var last [2]uint64
 	ReshapeHook = func(point string, pos, recorded, total uint64) {
 		if point == "finish" {
 			return
 		}
 		events++
-		if events%stride != 0 && point != "backup" || len(snaps) >= 40 {
-			return
+		if point == "backup" {
+			if nbackup++; nbackup%3 == 0 {
+				defer clk.Add(11 * time.Second) // the next unit records (reshape_checkpoint)
+			}
 		}
-		s := &slideSnap{point: point, pos: pos, recorded: recorded, bf: bf.clone(), nd: uint64(nd),
-			dataOffSect: sb0.DataOffset}
-		for _, d := range mems {
-			s.devs = append(s.devs, cloneMem(t, d))
+		if events%stride == 0 || point == "backup" && len(snaps) < 40 {
+			s := &slideSnap{point: point, pos: pos, recorded: recorded, bf: bf.clone(), nd: uint64(nd),
+				dataOffSect: sb0.DataOffset}
+			for _, d := range mems {
+				s.devs = append(s.devs, cloneMem(t, d))
+			}
+			switch {
+			case point == "backup" || point != "move" && nd != od:
+				s.torn = [2]uint64{min(pos, recorded), max(pos, recorded)}
+			case nd == od:
+				s.torn = last
+			}
+			if len(snaps) < 40 {
+				snaps = append(snaps, s)
+			}
 		}
-		if point != "move" {
-			s.torn = [2]uint64{min(pos, recorded), max(pos, recorded)}
+		if point == "backup" && nd == od {
+			last = [2]uint64{recorded, pos}
 		}
-		snaps = append(snaps, s)
 	}
 	defer func() { ReshapeHook = nil }()
 	rq := c.rq
@@ -147,6 +165,24 @@ func testSlide(t *testing.T, c slideCase) {
 	}
 	if len(snaps) < 3 || backups == 0 {
 		t.Fatalf("%d kill points, %d after a backup", len(snaps), backups)
+	}
+	if nd == od {
+		// md's rule records the same count every 10 s only: kills find the
+		// backup ahead of reshape_position, and some after a timer record
+		ahead, timed := 0, 0
+		for _, s := range snaps {
+			h, err := backupfile.Decode(s.bf.b[:backupfile.Size])
+			pos := readSB(t, s.devs[0]).ReshapePosition
+			if secs := h.Sections(); err == nil && len(secs) > 0 && pos < min(secs[0].ArrayStart, secs[len(secs)-1].ArrayStart) {
+				ahead++
+			}
+			if pos > 0 {
+				timed++
+			}
+		}
+		if ahead == 0 || timed == 0 {
+			t.Fatalf("of %d kill points %d find the backup ahead of reshape_position, %d a timer record", len(snaps), ahead, timed)
+		}
 	}
 	fb := firstBlock(uint64(sb0.ChunkSize), uint64(sb0.ChunkSize), od, nd)
 	if c.rq.ChunkSectors != 0 {
