@@ -53,6 +53,10 @@ rm -f $bmf
 mdadm -B $md0 -l0 -n2 $dev0 $dev1
 mdadm $md0 --add $dev2
 quiet -S $md0
+mdadm -B $md0 -llinear -n2 $dev0 $dev1
+mdadm $md0 --add $dev2
+mdadm -D $md0
+quiet -S $md0
 
 # --re-add without a bitmap: md skips the recovery
 for l in 1 10; do
