@@ -49,7 +49,7 @@ dd if=/dev/zero of=$bmf bs=4096 count=1 2>/dev/null
 mdadm -B $md0 -l1 -n2 --assume-clean -b$bmf $dev0 $dev1
 rm -f $bmf
 
-# raid0 takes no spare
+# raid0 and linear take no spare (md: EINVAL)
 mdadm -B $md0 -l0 -n2 $dev0 $dev1
 mdadm $md0 --add $dev2
 quiet -S $md0
