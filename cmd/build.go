@@ -249,13 +249,13 @@ func runBuild(env *Env, o *buildOptions, args []string, wbGiven bool) error {
 	// Build opens every member (O_EXCL) before it creates a missing
 	// bitmap file; a file it created stays when the array then does not
 	// start.
-	size, err := buildOpenMembers(members)
+	size, uri, err := buildOpenMembers(members)
 	if err != nil {
 		lock.Release()
 		return err
 	}
 	if o.bitmap != "" {
-		if as.o.bitmapFile, err = o.buildBitmapFile(size); err != nil {
+		if as.o.bitmapFile, err = o.buildBitmapFile(size, uri); err != nil {
 			lock.Release()
 			return err
 		}

@@ -60,35 +60,41 @@ func (o *buildOptions) buildBitmapRefusal(lv int) error {
 
 // buildOpenMembers opens each member as Build() does before anything is
 // added (O_EXCL; mdtool: ioctl.OpenMember's exclusive open) and closes it
-// again, and returns the smallest member's size in bytes (0 when every
-// member is an NBD URI: the daemon dials those).
-func buildOpenMembers(members []string) (uint64, error) {
+// again, and returns the smallest member's size in bytes and the first
+// NBD URI among them (the daemon dials those; they are not sized here).
+func buildOpenMembers(members []string) (uint64, string, error) {
 	var size uint64
+	uri := ""
 	for _, m := range members {
 		if nbdclient.IsURI(m) {
+			if uri == "" {
+				uri = m
+			}
 			continue
 		}
 		f, err := ioctl.OpenMember(m, ioctl.OpenOptions{Exclusive: true})
 		if err != nil {
-			return 0, exitf(ExitFailure, "Cannot open %s: %s", m, openReason(err))
+			return 0, "", exitf(ExitFailure, "Cannot open %s: %s", m, openReason(err))
 		}
 		g, err := ioctl.GetGeometry(f)
 		f.Close()
 		if err != nil {
-			return 0, exitf(ExitFailure, "Cannot open %s: %s", m, openReason(err))
+			return 0, "", exitf(ExitFailure, "Cannot open %s: %s", m, openReason(err))
 		}
 		if size == 0 || g.Size < size {
 			size = g.Size
 		}
 	}
-	return size, nil
+	return size, uri, nil
 }
 
 // buildBitmapFile opens the bitmap file read-write or, when it cannot,
 // writes it as Build()'s CreateBitmap call does, over the smallest
 // member (size bytes >> 9, "wrong for RAID10" as mdadm says), with
-// --write-behind. It returns the file's absolute path.
-func (o *buildOptions) buildBitmapFile(size uint64) (string, error) {
+// --write-behind. A member that is an NBD URI is not sized here: the file
+// is then not created ("Cannot open", as a path that does not exist). It
+// returns the file's absolute path.
+func (o *buildOptions) buildBitmapFile(size uint64, uri string) (string, error) {
 	path := o.bitmap
 	abs, err := filepath.Abs(path)
 	if err != nil {
@@ -97,6 +103,9 @@ func (o *buildOptions) buildBitmapFile(size uint64) (string, error) {
 	if f, err := os.OpenFile(path, os.O_RDWR, 0); err == nil {
 		f.Close()
 		return abs, nil
+	}
+	if uri != "" {
+		return "", exitf(ExitFailure, "Cannot open %s: %s", uri, openReason(os.ErrNotExist))
 	}
 	sectors := size >> 9
 	h := &bitmap.Header{Magic: bitmap.Magic, Version: bitmap.Version, SyncSize: sectors,

@@ -54,6 +54,10 @@ func TestBuildBitmapArgs(t *testing.T) {
 		{[]string{"-l1", "-n2", "-b" + junk, "--foreground", a, b}, 1, "mdtool: RUN_ARRAY failed: Invalid argument\n", false},
 		// a member that cannot be opened: no file is left behind
 		{[]string{"-l1", "-n2", "-b" + bmf, "--foreground", a, filepath.Join(dir, "nothere.img")}, 1, "", false},
+		// an NBD member is not sized before the daemon dials it: no
+		// file is made for it
+		{[]string{"-l1", "-n2", "-b" + bmf, "--foreground", a, "nbd+unix:///?socket=" + filepath.Join(dir, "no.sock")}, 1,
+			"mdtool: Cannot open nbd+unix:///?socket=" + filepath.Join(dir, "no.sock") + ": No such file or directory\n", false},
 	} {
 		args := append([]string{"-B", "/dev/md0"}, tc.args...)
 		code, _, errs := mdtool(t, append(args, "--run-dir", filepath.Join(dir, "run"))...)
