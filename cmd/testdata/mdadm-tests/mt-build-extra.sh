@@ -81,6 +81,5 @@ mdadm $md0 --remove $dev0
 writedata $md0
 mdadm $md0 --add $dev2
 settle $md0
-sleep 1 # md's safe mode (200 ms after the last write): "clean", not "active"
 mdadm -D $md0
 mdadm -S $md0
