@@ -2,7 +2,9 @@ package cmd
 
 import (
 	"errors"
+	"fmt"
 	"os"
+	"strings"
 
 	"github.com/spf13/cobra"
 	"golang.org/x/sys/unix"
@@ -32,12 +34,21 @@ member out.
 --bitmap=FILE (raid1, raid10; a path with a '/') gives the array a
 write-intent bitmap file, as mdadm -B -b FILE does: an existing file is
 used as it is (the chunks its bits mark are resynced, nothing else); a
-missing one is created as mdadm 4.2 creates it (every bit set, no UUID,
---bitmap-chunk or 4K doubled until at most 2^20 chunks, --delay seconds
-between bitmap flushes, default 5). "internal" is refused: there is no
-superblock to hold it. A failed member then comes back with
-"manage MD --re-add DEV", recovering only the chunks written while it
-was out.
+missing one is created as mdadm 4.2 creates it, once every member has
+been opened (every bit set, no UUID, the smallest member's size even for
+raid10, --bitmap-chunk or 4K doubled until at most 2^20 chunks, --delay
+seconds between bitmap flushes, default 5, --write-behind's number); a
+file created here stays when the array then does not start, as mdadm
+leaves it. "internal" is refused: there is no superblock to hold it. A
+failed member then comes back with "manage MD --re-add DEV", recovering
+only the chunks written while it was out (without a bitmap a raid1 or
+raid10 skips the recovery, as md does, unless writes went to the
+degraded array). "manage MD --add DEV" adds a spare that recovers a
+missing role in full.
+
+-W/--write-mostly marks the devices after it write-mostly (read only
+when no other member can serve); --write-behind=N (needs --bitmap) is
+recorded in a bitmap file created here.
 
 The array is served as assemble serves one (NBD, --fuse, --device) by a
 background daemon (--foreground: this process); detail prints what mdadm
@@ -61,6 +72,10 @@ type buildOptions struct {
 	bitmap, bitmapChunk, delay string
 	bmChunk                    uint64 // bytes
 	bmDelay                    uint32
+	// -W/--write-mostly (devMarks: where it stood), --write-behind
+	devMarks    []devMark
+	writeBehind string
+	bmBehind    uint32
 }
 
 func newBuildCmd(env *Env) *cobra.Command {
@@ -76,7 +91,7 @@ func newBuildCmd(env *Env) *cobra.Command {
 		Args: cobra.ArbitraryArgs,
 		RunE: func(c *cobra.Command, args []string) error {
 			o.srv.verbose = verbosityOf(c)
-			return runBuild(env, o, args)
+			return runBuild(env, o, args, c.Flags().Changed("write-behind"))
 		},
 	}
 	f := c.Flags()
@@ -90,6 +105,11 @@ func newBuildCmd(env *Env) *cobra.Command {
 	f.StringVarP(&o.bitmap, "bitmap", "b", "", "raid1/raid10: a write-intent bitmap file (a path with a '/'), created when it does not exist, or none")
 	f.StringVar(&o.bitmapChunk, "bitmap-chunk", "", "chunk of a bitmap file created here (default: 4K, doubled until 2^20 chunks; KiB unless suffixed)")
 	f.StringVarP(&o.delay, "delay", "d", "", "seconds between bitmap flushes of a bitmap file created here: its daemon sleep (default 5)")
+	wm := f.VarPF(&devMarkFlag{fs: f, marks: &o.devMarks, kind: 'W', on: true}, "write-mostly", "W",
+		"the devices after this are write-mostly (raid1: read only when no other member can serve)")
+	wm.NoOptDefVal = "true"
+	f.StringVar(&o.writeBehind, "write-behind", "", "outstanding writes to write-mostly members, recorded in a bitmap file created here (0-16383; needs --bitmap)")
+	f.Lookup("write-behind").NoOptDefVal = "\x00"
 	addServeFlags(f, &o.srv)
 	_ = f.MarkHidden("rounding")
 	return c
@@ -114,12 +134,16 @@ func buildLevel(s string) (int, error) {
 
 // buildParams checks the command line as mdadm.c and Build() do and
 // returns the engine's parameters and the members (no "missing").
-func buildParams(o *buildOptions, args []string) (engine.BuildParams, []string, error) {
+func buildParams(o *buildOptions, args []string, wbGiven bool) (engine.BuildParams, []string, error) {
 	var bp engine.BuildParams
 	lv, err := buildLevel(o.level)
 	if err != nil {
 		return bp, nil, err
 	}
+	if o.bmBehind, err = writeBehindValue(strings.TrimPrefix(o.writeBehind, "\x00"), wbGiven); err != nil {
+		return bp, nil, err
+	}
+	bitmapGiven := o.bitmap != "" // "none" too: mdadm.c's check sees the name
 	var chunkKiB uint64
 	if o.chunk != "" {
 		if chunkKiB, err = plan.ParseChunk(o.chunk); err != nil {
@@ -131,6 +155,9 @@ func buildParams(o *buildOptions, args []string) (engine.BuildParams, []string, 
 	}
 	if len(args) == 0 {
 		return bp, nil, exitMsg(ExitUsage, "an md device must be given in this mode")
+	}
+	if o.bmBehind != 0 && !bitmapGiven {
+		return bp, nil, exitMsg(ExitFailure, "write-behind mode requires a bitmap.")
 	}
 	if o.raidDevices == 0 {
 		return bp, nil, exitMsg(ExitFailure, "no raid-devices specified.")
@@ -168,13 +195,25 @@ func buildParams(o *buildOptions, args []string) (engine.BuildParams, []string, 
 			continue
 		}
 		bp.Roles = append(bp.Roles, i)
+		bp.WriteMostly = append(bp.WriteMostly, writeMostlyAt(o.devMarks, i+1))
 		members = append(members, d)
 	}
 	return bp, members, nil
 }
 
-func runBuild(env *Env, o *buildOptions, args []string) error {
-	bp, members, err := buildParams(o, args)
+// writeMostlyAt reports whether a -W stood before positional argument
+// pos (the md device is 0).
+func writeMostlyAt(marks []devMark, pos int) bool {
+	for _, m := range marks {
+		if m.kind == 'W' && m.pos <= pos {
+			return true
+		}
+	}
+	return false
+}
+
+func runBuild(env *Env, o *buildOptions, args []string, wbGiven bool) error {
+	bp, members, err := buildParams(o, args, wbGiven)
 	if err != nil {
 		return err
 	}
@@ -207,21 +246,22 @@ func runBuild(env *Env, o *buildOptions, args []string) error {
 	if err != nil {
 		return exitf(ExitFailure, "cannot lock %s: %v", mddev, err)
 	}
-	created := false
+	// Build opens every member (O_EXCL) before it creates a missing
+	// bitmap file; a file it created stays when the array then does not
+	// start.
+	size, uri, err := buildOpenMembers(members)
+	if err != nil {
+		lock.Release()
+		return err
+	}
 	if o.bitmap != "" {
-		if as.o.bitmapFile, created, err = o.buildBitmapFile(members); err != nil {
+		if as.o.bitmapFile, err = o.buildBitmapFile(size, uri); err != nil {
 			lock.Release()
 			return err
 		}
 	}
 	if rc := as.startBuild(mddev, name, members, bp, lock); rc != ExitOK {
 		lock.Release()
-		if created {
-			// written for this build only (mdadm leaves it after
-			// RUN_ARRAY fails, but creates it only once the members
-			// are open; mdtool opens them later, in the daemon)
-			os.Remove(as.o.bitmapFile)
-		}
 		return &ExitError{Code: rc}
 	}
 	return as.serve(ExitOK)
@@ -252,14 +292,23 @@ func (as *assembler) startBuild(mddev, name string, members []string, bp engine.
 		switch {
 		case errors.As(err, &oe):
 			as.errf("Cannot open %s: %s\n", oe.Path, openReason(oe.Err))
+			return ExitFailure
 		case errors.As(err, &re) && errors.Is(re.Err, layout.ErrRAID0Layout):
 			as.errf("RUN_ARRAY failed: Operation not supported\n")
+		case errors.As(err, &re) && errors.Is(re.Err, layout.ErrInvalid):
+			// a geometry md's personality refuses (raid10 without a
+			// chunk: mdadm 4.2's Build gives md chunk 0)
+			as.errf("RUN_ARRAY failed: Invalid argument\n")
 		case errors.As(err, &re) && buildBitmapRunError(re.Err) != "":
 			as.errf("RUN_ARRAY failed: %s\n", buildBitmapRunError(re.Err))
 		case errors.As(err, &re):
 			as.errf("RUN_ARRAY failed: %v\n", re.Err)
 		default:
 			as.launchFailed(mddev, err)
+			return ExitFailure
+		}
+		if kib := bp.ChunkSectors / 2; kib&(kib-1) != 0 {
+			fmt.Fprintf(as.env.Stderr, "       Problem may be that chunk size is not a power of 2\n") // cont_err
 		}
 		return ExitFailure
 	}

@@ -14,6 +14,7 @@ import (
 	"mdtool/bitmap"
 	"mdtool/engine"
 	"mdtool/internal/mdadm/plan"
+	"mdtool/internal/nbdclient"
 	"mdtool/ioctl"
 	"mdtool/superblock"
 )
@@ -57,54 +58,66 @@ func (o *buildOptions) buildBitmapRefusal(lv int) error {
 	return nil
 }
 
+// buildOpenMembers opens each member as Build() does before anything is
+// added (O_EXCL; mdtool: ioctl.OpenMember's exclusive open) and closes it
+// again, and returns the smallest member's size in bytes and the first
+// NBD URI among them (the daemon dials those; they are not sized here).
+func buildOpenMembers(members []string) (uint64, string, error) {
+	var size uint64
+	uri := ""
+	for _, m := range members {
+		if nbdclient.IsURI(m) {
+			if uri == "" {
+				uri = m
+			}
+			continue
+		}
+		f, err := ioctl.OpenMember(m, ioctl.OpenOptions{Exclusive: true})
+		if err != nil {
+			return 0, "", exitf(ExitFailure, "Cannot open %s: %s", m, openReason(err))
+		}
+		g, err := ioctl.GetGeometry(f)
+		f.Close()
+		if err != nil {
+			return 0, "", exitf(ExitFailure, "Cannot open %s: %s", m, openReason(err))
+		}
+		if size == 0 || g.Size < size {
+			size = g.Size
+		}
+	}
+	return size, uri, nil
+}
+
 // buildBitmapFile opens the bitmap file read-write or, when it cannot,
 // writes it as Build()'s CreateBitmap call does, over the smallest
-// member (bytes >> 9, "wrong for RAID10" as mdadm says). It returns the
-// file's absolute path and whether it was created here.
-func (o *buildOptions) buildBitmapFile(members []string) (string, bool, error) {
+// member (size bytes >> 9, "wrong for RAID10" as mdadm says), with
+// --write-behind. A member that is an NBD URI is not sized here: the file
+// is then not created ("Cannot open", as a path that does not exist). It
+// returns the file's absolute path.
+func (o *buildOptions) buildBitmapFile(size uint64, uri string) (string, error) {
 	path := o.bitmap
 	abs, err := filepath.Abs(path)
 	if err != nil {
-		return "", false, exitf(ExitFailure, "%s cannot be opened.", path)
+		return "", exitf(ExitFailure, "%s cannot be opened.", path)
 	}
 	if f, err := os.OpenFile(path, os.O_RDWR, 0); err == nil {
 		f.Close()
-		return abs, false, nil
+		return abs, nil
 	}
-	var size uint64
-	for _, m := range members {
-		s, err := buildMemberBytes(m)
-		if err != nil {
-			return "", false, exitf(ExitFailure, "Cannot open %s: %s", m, openReason(err))
-		}
-		if size == 0 || s < size {
-			size = s
-		}
+	if uri != "" {
+		return "", exitf(ExitFailure, "Cannot open %s: %s", uri, openReason(os.ErrNotExist))
 	}
 	sectors := size >> 9
 	h := &bitmap.Header{Magic: bitmap.Magic, Version: bitmap.Version, SyncSize: sectors,
-		ChunkSize: uint32(plan.FileBitmapChunk(sectors, o.bmChunk)), DaemonSleep: plan.DefaultBitmapDelay}
+		ChunkSize: uint32(plan.FileBitmapChunk(sectors, o.bmChunk)), DaemonSleep: plan.DefaultBitmapDelay,
+		WriteBehind: o.bmBehind}
 	if o.bmDelay != 0 {
 		h.DaemonSleep = o.bmDelay
 	}
 	if _, err := createBitmapFile(nil, path, true, h); err != nil {
-		return "", false, err
+		return "", err
 	}
-	return abs, true, nil
-}
-
-// buildMemberBytes is a member's size (get_dev_size), read without a lock.
-func buildMemberBytes(path string) (uint64, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return 0, err
-	}
-	defer f.Close()
-	g, err := ioctl.GetGeometry(f)
-	if err != nil {
-		return 0, err
-	}
-	return g.Size, nil
+	return abs, nil
 }
 
 // buildBitmapRunError is the errno md 6.1's RUN_ARRAY returns when it

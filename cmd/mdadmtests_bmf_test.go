@@ -172,8 +172,8 @@ func TestMdadmBmfScript(t *testing.T) {
 			bmf = append(bmf, c)
 		}
 	}
-	if len(bmf) != 6 {
-		t.Fatalf("%d bitmap-file tests in mdadmTests, want 6", len(bmf))
+	if len(bmf) != 7 {
+		t.Fatalf("%d bitmap-file tests in mdadmTests, want 7", len(bmf))
 	}
 	plain := mdadmTestVMScript(mdadmTests[:3])
 	if strings.Contains(plain, "/dev/vda") || mdadmBmfModules(mdadmTests[:3]) != nil || mdadmBmfBins(mdadmTests[:3]) != nil {

@@ -25,6 +25,9 @@ type BuildParams struct {
 	// AssumeClean: md_set_array_info with MD_SB_CLEAN (recovery_cp =
 	// MaxSector); otherwise a redundant array starts with a resync.
 	AssumeClean bool
+	// WriteMostly, if set, has one entry per device given to OpenBuild:
+	// ADD_NEW_DISK's MD_DISK_WRITEMOSTLY (mdadm -B ... -W DEV).
+	WriteMostly []bool
 }
 
 // ErrBuildLevel: a level OpenBuild does not run.
@@ -87,6 +90,9 @@ func buildAssembly(devs []Device, bp BuildParams) (*assembly, error) {
 			DevNumber: uint32(bp.Roles[i]), ResyncOffset: resync, MaxDev: uint32(bp.RaidDisks), DevRoles: roles}
 		if bp.Level == layout.RAID0 {
 			sb.FeatureMap = superblock.FeatureRAID0Layout
+		}
+		if i < len(bp.WriteMostly) && bp.WriteMostly[i] {
+			sb.DevFlags |= superblock.DevFlagWriteMostly
 		}
 		as.supers[i] = &loadedSuper{minor: -1, offset: sb.SuperOffset, sb: sb}
 	}

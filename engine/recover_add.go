@@ -58,6 +58,8 @@ func (a *Array) AddDevice(dev Device, opts AddOptions) (int, error) {
 	var err error
 	if opts.ReAdd && a.opts.NotPersistent {
 		m, err = a.prepareReAddBuilt(dev) // build_readd.go
+	} else if a.opts.NotPersistent {
+		m, err = a.prepareAddBuilt(dev, opts) // build_readd.go
 	} else if opts.ReAdd {
 		m, err = a.prepareReAdd(dev, opts.Faulty)
 	} else if a.is090() {

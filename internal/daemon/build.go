@@ -23,19 +23,22 @@ func openLaunched(lc *LaunchConfig, edevs []engine.Device) (*engine.Array, error
 func buildStatus(st *Status, a *engine.Array) {
 	st.NotPersistent = true
 	st.Layout = a.BuiltLayout()
+	if p := a.BitmapFile(); p != "" { // GET_BITMAP_FILE: mdadm -B --bitmap=FILE
+		st.Bitmap, st.BitmapFile = true, p
+	}
 }
 
 // refuseBuilt refuses, on an array without superblocks, the operations
-// that would write metadata or change the geometry (adding a device
-// writes its superblock, grow rewrites them): not handled for build
-// arrays. Fail, remove, --re-add (build_readd.go), sync actions and
-// read-only switches run.
+// that would write metadata or change the geometry (grow rewrites them):
+// not handled for build arrays. Fail, remove, --add (a spare with no
+// superblock, as md's ADD_NEW_DISK of a non-persistent array), --re-add
+// (build_readd.go), sync actions and read-only switches run.
 func (s *Service) refuseBuilt(op string) error {
 	if s.cfg.Array.Persistent() {
 		return nil
 	}
 	switch op {
-	case OpAdd, OpAddSpare, OpReplace, OpReshape, OpGrowBitmap, OpGrowSize, OpArraySize, OpRaidDevices, OpLevel:
+	case OpReplace, OpReshape, OpGrowBitmap, OpGrowSize, OpArraySize, OpRaidDevices, OpLevel:
 		return Errorf(CodeUnsupported, "%s: not supported on an array without superblocks", op)
 	}
 	return nil

@@ -298,9 +298,15 @@ func (s *Service) add(req Request) (*Response, error) {
 		return fail(Errorf(CodeOpen, "%v", err))
 	}
 	uuid := superblock.FormatUUID(a.UUID())
-	sameArray, wasActive090, is090 := s.added090(fd, size)
+	// An array without superblocks (mdadm --build) has none to find on
+	// the device: Manage_add tries no re-add, every signature is data.
+	persistent := a.Persistent()
+	sameArray, wasActive090, is090 := false, false, false
+	if persistent {
+		sameArray, wasActive090, is090 = s.added090(fd, size)
+	}
 	for _, sg := range sigs {
-		if sg.Kind == probe.KindRAID && sg.UUID == uuid && (sg.Version == fmt.Sprintf("1.%d", s.cfg.SuperMinor) || is090 && sg.Version == "0.90") {
+		if persistent && sg.Kind == probe.KindRAID && sg.UUID == uuid && (sg.Version == fmt.Sprintf("1.%d", s.cfg.SuperMinor) || is090 && sg.Version == "0.90") {
 			sameArray = true
 			continue
 		}
@@ -366,6 +372,11 @@ func (s *Service) add(req Request) (*Response, error) {
 	}
 	done = true
 	s.recordMember(idx, spec, size)
+	if !persistent {
+		s.memMu.Lock()
+		s.cfg.Members[idx].DevNumber = resp.Number // Manage_add's disc.number
+		s.memMu.Unlock()
+	}
 	if !req.More {
 		s.awaitRecoveryStart()
 	}
@@ -395,6 +406,9 @@ func (s *Service) awaitRecoveryStart() {
 func (s *Service) reAddFaulty(req Request, idx int) (*Response, error) {
 	a := s.cfg.Array
 	path := s.spec(idx).Path
+	// md keeps the rdev's flags; a member without a superblock has them
+	// nowhere else
+	keepWM := !a.Persistent() && s.memberInfo(idx) != nil && s.memberInfo(idx).WriteMostly
 	if err := a.DetachFaulty(idx); err != nil {
 		if errors.Is(err, engine.ErrBusy) {
 			return nil, Errorf(CodeOpen, "Device or resource busy")
@@ -408,7 +422,7 @@ func (s *Service) reAddFaulty(req Request, idx int) (*Response, error) {
 	if err != nil {
 		return nil, err
 	}
-	n, err := a.AddDevice(dev, engine.AddOptions{ReAdd: true, Faulty: true, Replacement: -1, WriteMostly: req.WriteMostly,
+	n, err := a.AddDevice(dev, engine.AddOptions{ReAdd: true, Faulty: true, Replacement: -1, WriteMostly: req.WriteMostly || keepWM,
 		FailFast: req.FailFast, NoFailFast: req.NoFailFast})
 	if err != nil {
 		dev.Close()
