@@ -180,3 +180,44 @@ func TestResyncBitmapCadence(t *testing.T) {
 		prev = got
 	}
 }
+
+// TestRecoveryCondEndSyncRecords: md_bitmap_cond_end_sync, when it acts
+// (daemon_sleep after its last action), also records its position
+// (curr_resync_completed, MD_SB_CHANGE_CLEAN): one superblock write, one
+// event, and md_do_sync's 1/16 period counts from there. A raid5
+// recovery onto a new spare with a bitmap makes its 1/16 records only
+// with a still clock; with 2 s a reading (past daemon_sleep at each
+// unit) the call records at every unit's start instead.
+func TestRecoveryCondEndSyncRecords(t *testing.T) {
+	s := spec{level: "raid5", n: 3, devMiB: []int{16}, bitmap: true}
+	run := func(tick time.Duration) (events uint64, units int) {
+		mems := create(t, s)
+		clk := &fakeClock{t: time.Unix(1700000100, 0)}
+		o := recoverOptions()
+		o.Clock = func() time.Time { clk.Add(tick); return clk.Now() }
+		a := open(t, mems, o, 1)
+		defer a.Close()
+		before := a.Events()
+		if _, err := a.AddDevice(NewMemDevice(s.devSize(1)), AddOptions{Replacement: -1}); err != nil {
+			t.Fatal(err)
+		}
+		waitSync(t, a)
+		if d := a.Degraded(); d != 0 {
+			t.Fatalf("degraded %d after the recovery", d)
+		}
+		c := a.striped.ChunkSectors()
+		return a.Events() - before, int((a.geo.DevSectors(0) + c - 1) / c)
+	}
+	still, _ := run(0)
+	moving, units := run(2 * time.Second)
+	// still: the add's two events, 15 records of 1/16, the end's two; moving: a
+	// record at each unit's start but the first (position 0 only notes
+	// the time), and none of 1/16 (each unit is less than 1/16)
+	if still < 17 || still > 20 {
+		t.Errorf("events of the recovery with a still clock: %d, want 17-20", still)
+	}
+	if moving < still-15+uint64(units)-2 {
+		t.Errorf("events with 2 s a reading: %d, want at least %d (%d units; %d with a still clock)", moving, still-15+uint64(units)-2, units, still)
+	}
+	t.Logf("events of the recovery: %d (still clock), %d (2 s a reading, %d units)", still, moving, units)
+}
