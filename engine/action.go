@@ -58,13 +58,6 @@ func (a *Array) drive(ctx context.Context, act syncAction) error {
 	}
 	a.begin(act.name(), total, from)
 	cp := a.newCPRule(from, total)
-	if ces := condEndSyncOf(act); ces != nil {
-		// md_bitmap_cond_end_sync records its position (condendsync.go)
-		ces.record = func(at uint64) {
-			cp.restart(at)
-			a.condEndSyncRecord(act, at)
-		}
-	}
 	s := from
 	for s < total && err == nil {
 		if err = ctx.Err(); err != nil {

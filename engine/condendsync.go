@@ -12,11 +12,7 @@ import (
 // calls with its position. At position 0 it only notes the time; later it
 // does nothing until daemon_sleep has passed since the last time, and then
 // ends (md_bitmap_end_sync) every chunk wholly below the position, rounded
-// down to a chunk boundary, and records the position as
-// curr_resync_completed with MD_SB_CHANGE_CLEAN: a superblock write (one
-// event) and the start of md_do_sync's next 1/16 period. So a resync or
-// recovery longer than daemon_sleep has more events than its 1/16
-// records: how many depends on how long it ran, in md as here. At the action's end (completed or interrupted)
+// down to a chunk boundary. At the action's end (completed or interrupted)
 // the personality ends the chunk it stopped in as aborted, then
 // md_bitmap_close_sync ends every chunk still marked RESYNC as done, before
 // the action is seen to be over. An ended chunk's counter is 2; the bitmap
@@ -42,12 +38,6 @@ type condEndSync struct {
 	clock func() time.Time
 	last  time.Time // bitmap->last_end_sync
 	next  uint64    // chunks below it were ended by an earlier call
-	// record is what md does besides ending chunks when the call acts:
-	// it sets curr_resync_completed to the position and
-	// MD_SB_CHANGE_CLEAN, so the md thread writes the superblocks (one
-	// event) and md_do_sync's next 1/16 period counts from there. drive
-	// sets it (nil: nothing is recorded).
-	record func(sector uint64)
 }
 
 // newCondEndSync returns the cadence of bm, or nil when bm is not a bitmap
@@ -81,37 +71,4 @@ func (c *condEndSync) at(sector uint64) {
 	}
 	c.next = max(c.next, end)
 	c.last = now
-	if c.record != nil {
-		c.record(sector)
-	}
-}
-
-// condEndSyncOf is the cadence of a resync or recovery that has one.
-func condEndSyncOf(act syncAction) *condEndSync {
-	switch r := act.(type) {
-	case *resyncAction:
-		return r.ces
-	case *recoverAction:
-		return r.ces
-	}
-	return nil
-}
-
-// condEndSyncRecord writes the superblocks for md_bitmap_cond_end_sync's
-// record at sector at: a recovery's members record it as their
-// recovery_offset (md_update_sb takes curr_resync_completed); a resync's
-// resync_offset stays (the call leaves recovery_cp), the write happens
-// as for md_do_sync's own records (checkpoint: on a clean array).
-func (a *Array) condEndSyncRecord(act syncAction, at uint64) {
-	if _, ok := act.(*recoverAction); ok {
-		act.checkpoint(at, true)
-		return
-	}
-	a.meta.mu.Lock()
-	defer a.meta.mu.Unlock()
-	if a.meta.inSync && !a.opts.ReadOnly {
-		if err := a.updateSuperLocked(false); err != nil {
-			a.opts.Logf("md: superblock update: %v", err)
-		}
-	}
 }

@@ -205,13 +205,6 @@ func (r *cpRule) due(s uint64) bool {
 	return true
 }
 
-// restart starts the next period at s, recorded elsewhere
-// (md_bitmap_cond_end_sync sets curr_resync_completed); md's
-// update_time, the clock of UPDATE_FREQUENCY, stays.
-func (r *cpRule) restart(s uint64) {
-	r.last = max(r.last, s)
-}
-
 // within returns the next position md records inside work done up to p
 // (its request boundary past last+m), if p got there.
 func (r *cpRule) within(p uint64) (uint64, bool) {
