@@ -33,8 +33,8 @@ func init() {
 		// the members without it
 		mdadmTest{name: "05r1-grow-external", devs: 3, final: []int{1, 2}, bitmap: "bm"},
 	)
-	mdadmKnown = append(mdadmKnown, mdadmBmfEventBands("05r5-bitmapfile", "raid5 create's recovery", [3][2]int{{17, 20}, {21, 24}, {40, 44}})...)
-	mdadmKnown = append(mdadmKnown, mdadmBmfEventBands("05r6-bitmapfile", "raid6 create's resync", [3][2]int{{16, 19}, {20, 23}, {39, 43}})...)
+	mdadmKnown = append(mdadmKnown, mdadmBmfEventBands("05r5-bitmapfile", "raid5 create's recovery", [3][2]int{{17, 20}, {21, 24}, {40, 46}})...)
+	mdadmKnown = append(mdadmKnown, mdadmBmfEventBands("05r6-bitmapfile", "raid6 create's resync", [3][2]int{{16, 19}, {20, 23}, {39, 45}})...)
 }
 
 // mdadmBmfEventBands masks the event counts of a raid5/raid6 bitmap-file
