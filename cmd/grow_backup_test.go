@@ -91,20 +91,11 @@ func TestGrowBackupRestart(t *testing.T) {
 		t.Fatalf("--add: exit %d %s", code, errs)
 	}
 	bu := filepath.Join(dir, "backup")
-	done := make(chan int, 1)
-	go func() {
-		code, _, _ := mdtool(t, "--grow", md, "-n4", "--backup-file", bu, "--run-dir", runDir)
-		done <- code
-	}()
+	done := growAsync([]string{"--grow", md, "-n4", "--backup-file", bu, "--run-dir", runDir})
 	if p, pos, rec := waitReshapePause(t, d); p != "checkpoint" || pos == 0 || rec != 0 {
 		t.Fatalf("paused at %s %d %d, want the critical section's checkpoint (recorded 0)", p, pos, rec)
 	}
-	d.kill()
-	select {
-	case <-done:
-	case <-time.After(2 * time.Minute):
-		t.Fatal("grow did not return after the daemon was killed")
-	}
+	killDuringGrow(t, d, done)
 	_, ex, _ := mdtool(t, "examine", devs[0])
 	if !strings.Contains(ex, "Reshape pos'n : 0\n") || strings.Contains(ex, "New Offset") {
 		t.Fatalf("examine after the kill (want an in-place reshape at 0):\n%s", ex)
@@ -151,21 +142,12 @@ func TestGrowBackupSlideKill(t *testing.T) {
 	uri := "nbd+unix:///?socket=" + d.socket()
 	data := nbdWrite(t, uri, 40<<20)
 	bu := filepath.Join(dir, "backup")
-	done := make(chan int, 1)
-	go func() {
-		code, _, _ := mdtool(t, "--grow", md, "--chunk=128", "--backup-file", bu, "--run-dir", runDir)
-		done <- code
-	}()
+	done := growAsync([]string{"--grow", md, "--chunk=128", "--backup-file", bu, "--run-dir", runDir})
 	p, pos, win := waitReshapePause(t, d)
 	if p != "backup" || win == 0 || pos <= win {
 		t.Fatalf("paused at %s %d %d, want a window's backup half-way", p, pos, win)
 	}
-	d.kill()
-	select {
-	case <-done:
-	case <-time.After(2 * time.Minute):
-		t.Fatal("grow did not return after the daemon was killed")
-	}
+	killDuringGrow(t, d, done)
 	_, ex, _ := mdtool(t, "examine", devs[0])
 	m := regexp.MustCompile(`Reshape pos'n : (\d+)`).FindStringSubmatch(ex)
 	if m == nil {
@@ -188,5 +170,17 @@ func TestGrowBackupSlideKill(t *testing.T) {
 	}
 	if b := nbdRead(t, uri, len(data)); !bytes.Equal(b, data) {
 		t.Error("the data read back differs")
+	}
+}
+
+// killDuringGrow kills the daemon (kill -9) while the grow started by
+// growAsync waits on it, and waits for that grow to return.
+func killDuringGrow(t *testing.T, d *daemonProc, growDone chan int) {
+	t.Helper()
+	d.kill()
+	select {
+	case <-growDone:
+	case <-time.After(2 * time.Minute):
+		t.Fatal("grow did not return after the daemon was killed")
 	}
 }
