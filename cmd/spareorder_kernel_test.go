@@ -66,6 +66,20 @@ func spareSeqs() []spareSeq {
 	}
 }
 
+// addsSeveral: the step adds more than one device (--add/-a).
+func addsSeveral(step []string) bool {
+	add, n := false, 0
+	for _, a := range step {
+		switch {
+		case a == "--add" || a == "-a":
+			add = true
+		case add && len(a) == 2 && a[0] == 'D':
+			n++
+		}
+	}
+	return n > 1
+}
+
 var reDetailRow = regexp.MustCompile(`^\s+(\d+|-)\s+\d+\s+\d+\s+(\d+|-)\s+(.*?)\s*$`)
 
 // spareView keeps what the comparison looks at in a step's output: the
@@ -129,7 +143,19 @@ func TestKernelSpareOrder(t *testing.T) {
 					args[j] = a
 				}
 			}
+			// mdadm --add of two devices is two ADD_NEW_DISK ioctls, and
+			// md's recovery thread may take the first spare before the
+			// second is bound (one CI run gave raid1-add-two's role 1 to
+			// D4). Recovery frozen across the command, md chooses among
+			// all the spares the command added, as mdtool does.
+			freeze := addsSeveral(st)
+			if freeze {
+				script.WriteString("echo frozen > /sys/block/md0/md/sync_action\n")
+			}
 			fmt.Fprintf(&script, "echo '=== %s %d'\nmdadm %s 2>&1; echo \"rc=$?\"\n", sq.name, i, strings.Join(args, " "))
+			if freeze {
+				script.WriteString("echo idle > /sys/block/md0/md/sync_action\n")
+			}
 			if st[0] == "-S" {
 				script.WriteString("sleep 1\n")
 			}

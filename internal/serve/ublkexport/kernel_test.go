@@ -69,7 +69,7 @@ func buildUblktest(t testing.TB) string {
 // mke2fs it links to).
 const guestHelpers = `set -u
 U=/usr/bin/ublktest
-waitdev() { i=0; while ! grep -q DEVICE "$1" && [ $i -lt 1200 ]; do kill -0 "$2" 2>/dev/null || break; sleep 0.1; i=$((i+1)); done; cat "$1"; }
+waitdev() { i=0; while ! grep -q DEVICE "$1" && [ $i -lt 1800 ]; do kill -0 "$2" 2>/dev/null || break; sleep 0.1; i=$((i+1)); done; cat "$1"; }
 writes() { set -- $(cat /sys/block/$1/stat); echo $5; }
 `
 
@@ -143,6 +143,8 @@ echo "SERVER KILLED"
 $U recover -file /dev/vda -id 0 > /tmp/b.log 2>&1 &
 spid=$!
 waitdev /tmp/b.log $spid
+# a failed takeover leaves fio blocked for good: end the run now
+grep -q DEVICE /tmp/b.log || { echo "RECOVER FAILED"; dmesg | tail -20; exit 1; }
 wait $fpid
 echo "FIO FS rc=$? $(grep -o 'err= *[0-9]*' /tmp/fio2.log | tr -d ' ' | sort -u | tr '\n' ' ')"
 grep -E '^ *(READ|WRITE):' /tmp/fio2.log
@@ -162,7 +164,7 @@ true
 		Disks:   []mdvm.Disk{{Path: disk}},
 		Bins:    bins,
 		Script:  script,
-		Timeout: 1200 * time.Second,
+		Timeout: 600 * time.Second,
 	}))
 	t.Logf("VM run %v; guest output:\n%s", time.Since(t0).Round(time.Second), out)
 	for _, want := range []string{

@@ -51,9 +51,15 @@ type Options struct {
 	NoRecovery    bool   // do not ask for UBLK_F_USER_RECOVERY
 	NoWriteCache  bool   // do not announce a volatile cache (then no FLUSH/FUA)
 	Discard       bool   // announce discard and write-zeroes
-	// StartTimeout bounds waits on the driver (the char node appearing,
-	// a dying server's exit before recovery); default 30 s.
+	// StartTimeout bounds waits on the driver (the char node appearing);
+	// default 30 s.
 	StartTimeout time.Duration
+	// RecoverTimeout bounds Recover's wait for the driver to let go of
+	// the dead server; default 2 minutes. When every request of a queue
+	// was with the dead server, the driver notices only at its request
+	// timeout (30 s after the oldest request started, later on a loaded
+	// machine), and only then quiesces the device.
+	RecoverTimeout time.Duration
 }
 
 // Device is an attached /dev/ublkbN.
@@ -146,6 +152,9 @@ func (o Options) withDefaults(b export.Backend) (Options, error) {
 	}
 	if o.StartTimeout <= 0 {
 		o.StartTimeout = 30 * time.Second
+	}
+	if o.RecoverTimeout <= 0 {
+		o.RecoverTimeout = 2 * time.Minute
 	}
 	return o, nil
 }
@@ -263,7 +272,8 @@ func raiseMaxSectors(id int, maxIO uint32) {
 // Recover takes over device id after its server died: the driver has
 // held the device's requests (UBLK_F_USER_RECOVERY); this process serves
 // them from b and everything queued continues. It waits (up to
-// o.StartTimeout or ctx) for the old server to finish exiting. Queues,
+// o.RecoverTimeout or ctx) for the driver to quiesce the device after the
+// old server's exit (START_USER_RECOVERY answers EBUSY until then). Queues,
 // depth and the largest request are the device's own.
 func Recover(ctx context.Context, id int, b export.Backend, o Options) (*Device, error) {
 	o, err := o.withDefaults(b)
@@ -283,10 +293,18 @@ func Recover(ctx context.Context, id int, b export.Backend, o Options) (*Device,
 		ctrl.Close()
 		return nil, fmt.Errorf("ublk: device %d was not made recoverable", id)
 	}
-	deadline := time.Now().Add(o.StartTimeout)
+	deadline := time.Now().Add(o.RecoverTimeout)
 	for {
 		err = ctrl.StartUserRecovery(id)
-		if err == nil || !errors.Is(err, unix.EBUSY) || time.Now().After(deadline) {
+		if err == nil || !errors.Is(err, unix.EBUSY) {
+			break
+		}
+		if time.Now().After(deadline) {
+			state := "live"
+			if in, e := ctrl.GetDevInfo(id); e == nil && in.State == ioctl.UblkStateQuiesced {
+				state = "quiesced (its char device still open)"
+			}
+			err = fmt.Errorf("ublk: device %d is still %s after %v: the old server has not let go: %w", id, state, o.RecoverTimeout, err)
 			break
 		}
 		select {
