@@ -169,6 +169,17 @@ func buildParams(o *buildOptions, args []string, wbGiven bool) (engine.BuildPara
 		return bp, nil, exitMsg(ExitFailure, "a RAID level is needed to Build an array.")
 	}
 	devs := args[1:]
+	// Build.c: every member but "missing" must exist (stat_is_blkdev; an
+	// image file stands for a block device here, an NBD URI is not a path)
+	for _, d := range devs {
+		if d == "missing" || nbdclient.IsURI(d) {
+			continue
+		}
+		var st unix.Stat_t
+		if err := unix.Stat(d, &st); err != nil {
+			return bp, nil, exitf(ExitFailure, "stat failed for %s: %s", d, openReason(err))
+		}
+	}
 	if o.raidDevices != len(devs) {
 		return bp, nil, exitf(ExitFailure, "requested %d devices in array but listed %d", o.raidDevices, len(devs))
 	}

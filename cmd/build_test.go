@@ -135,6 +135,8 @@ func TestBuildArgs(t *testing.T) {
 		{[]string{"-B", "/dev/md0", "-l0", a, b}, 1, "mdtool: no raid-devices specified.\n"},
 		{[]string{"-B", "/dev/md0", "-n2", a, b}, 1, "mdtool: a RAID level is needed to Build an array.\n"},
 		{[]string{"-B", "/dev/md0", "-l1", "-n3", a, b}, 1, "mdtool: requested 3 devices in array but listed 2\n"},
+		// Build.c's stat_is_blkdev, before the count check
+		{[]string{"-B", "/dev/md0", "-l1", "-n3", a, filepath.Join(dir, "none.img")}, 1, "mdtool: stat failed for " + filepath.Join(dir, "none.img") + ": No such file or directory\n"},
 		// two members beyond the smallest: md 6.1 refuses raid0 layout 0
 		{[]string{"-B", "/dev/md0", "-l0", "-n3", "--foreground", c, a, b}, 1, "mdtool: RUN_ARRAY failed: Operation not supported\n"},
 	} {
