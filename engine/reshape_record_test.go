@@ -123,3 +123,40 @@ func TestReshapeShrinkRecords(t *testing.T) {
 		t.Errorf("%d superblock updates through the shrink (%d rows backed up), want %d (md's rule, the end)", got, backups, want)
 	}
 }
+
+// TestReshapeSetupEvents: mdadm's setup of an in-place shrink of a
+// degraded array costs the superblock updates md 6.1 makes for it (seen
+// in 07changelevels' kernel trace): raising the stripe cache
+// (ReshapeStart.StripeCache) marks the clean array active and clean again
+// (md_allow_write, then md's thread: two updates, both counted on a
+// degraded array), SET_ARRAY_INFO (SetArrayInfo) one more, then the
+// start's own; a cache already as large costs nothing.
+func TestReshapeSetupEvents(t *testing.T) {
+	mems := create(t, spec{level: "raid6", n: 5, chunkKiB: 512, devMiB: []int{21}})
+	a := open(t, mems, recoverOptions())
+	if err := a.Fail(0); err != nil {
+		t.Fatal(err)
+	}
+	ch := a.striped.ChunkSectors()
+	if err := a.SetArraySize(a.striped.DevSectors(0) / ch * ch * 2); err != nil {
+		t.Fatal(err)
+	}
+	ev := a.Events()
+	if err := a.StartReshape(ReshapeStart{RaidDisks: 4, Backup: &memBackup{}, StripeCache: 512, SetArrayInfo: true}); err != nil {
+		t.Fatal(err)
+	}
+	if got := a.Events() - ev; got != 4 {
+		t.Errorf("%d superblock updates at the start, want 4", got)
+	}
+	if err := a.Reshape(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	ev = a.Events()
+	a.meta.mu.Lock()
+	err := a.reshapeSetupLocked(ReshapeStart{StripeCache: 512})
+	a.meta.mu.Unlock()
+	if err != nil || a.Events() != ev {
+		t.Errorf("the cache raised again: %v, %d updates", err, a.Events()-ev)
+	}
+	a.Close()
+}
