@@ -95,3 +95,22 @@ func backupRequest(req daemon.Request, o *growOptions) daemon.Request {
 	}
 	return req
 }
+
+// slideSetup adds to an in-place reshape's request (one that keeps or
+// lowers the data devices) what mdadm 4.2's reshape_array does to md on
+// its "started:" path before the reshape starts: update_cache_size with
+// the reshape unit (inPlaceBlocks) and, when only raid_disks changes,
+// SET_ARRAY_INFO
+// (impose_reshape). Both cost superblock updates (engine.ReshapeStart).
+func slideSetup(req *daemon.Request, o *growOptions, r restripe, component uint64) {
+	if !inPlace(o) || r.re.afterData > r.re.beforeData || r.re.afterData <= 0 {
+		return
+	}
+	blocks := inPlaceBlocks(r, component)
+	cache := uint64(max(r.oldChunk, r.newChunk)) * 4 / 512 // 4 stripes of the larger chunk, sectors
+	if least := 16 + blocks/uint64(r.re.afterData); cache < least {
+		cache = least
+	}
+	req.StripeCache = int(cache / (4096 / 512))
+	req.SetArrayInfo = r.oldChunk == r.newChunk && r.re.beforeLayout == r.re.afterLayout
+}

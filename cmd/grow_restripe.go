@@ -267,7 +267,9 @@ func runRestripe(env *Env, o *growOptions, cl *daemon.Client, st *daemon.Status,
 	if err := growAddDevices(env, o, md); err != nil {
 		return err
 	}
-	if _, err := cl.Call(ctx, backupRequest(restripeRequest(r), o)); err != nil {
+	req := backupRequest(restripeRequest(r), o)
+	slideSetup(&req, o, r, st.ComponentSectors)
+	if _, err := cl.Call(ctx, req); err != nil {
 		if r.re.level != st.Level {
 			// mdtool's own refusal (the engine's): take the array back
 			// to its level, so that the refused change changes nothing.

@@ -412,3 +412,37 @@ func TestGrowRestripeInPlace(t *testing.T) {
 		})
 	}
 }
+
+// TestSlideSetup: an in-place shrink asks for mdadm's stripe cache (four
+// stripes of the larger chunk, or the reshape unit per data disk and 16
+// sectors, in pages) and, changing raid_disks only, SET_ARRAY_INFO; a
+// layout change asks for the cache only; a growth or a reshape without
+// the backup file asks for neither.
+func TestSlideSetup(t *testing.T) {
+	const k512, comp = 512 << 10, 37888
+	bf := &growOptions{backupFile: "/tmp/b"}
+	cases := []struct {
+		name                       string
+		level, n, delta, newLayout int
+		o                          *growOptions
+		cache                      int
+		info                       bool
+	}{
+		{"raid6 -n4", 6, 5, -1, unset, bf, 512, true},
+		{"raid5 -n2", 5, 3, -1, unset, bf, 512, true},
+		{"raid6 --layout=ra", 6, 4, unset, 1, bf, 512, false},
+		{"raid6 -n4 without the file", 6, 5, -1, unset, &growOptions{}, 0, false},
+		{"raid5 -n4", 5, 3, 1, unset, bf, 0, false},
+	}
+	for _, c := range cases {
+		r, msg := analyseRestripe("/dev/md0", c.level, 2, c.n, k512, comp, c.level, c.newLayout, c.delta, 0)
+		if msg != "" {
+			t.Fatalf("%s: %s", c.name, msg)
+		}
+		var req daemon.Request
+		slideSetup(&req, c.o, r, comp)
+		if req.StripeCache != c.cache || req.SetArrayInfo != c.info {
+			t.Errorf("%s: stripe cache %d, SET_ARRAY_INFO %v; want %d, %v", c.name, req.StripeCache, req.SetArrayInfo, c.cache, c.info)
+		}
+	}
+}

@@ -84,9 +84,14 @@ func (ra *reshapeAction) rows(p, n uint64) (lo, hi uint64) {
 func (ra *reshapeAction) mdMustRecord(p, s uint64) bool {
 	g := ra.a.rs.geo
 	r, _ := ra.reshapeSectors()
-	nd, od := uint64(g.New.DataDisks()), uint64(g.Old.DataDisks())
+	return mdRecordRule(p, s, r, uint64(g.Old.DataDisks()), uint64(g.New.DataDisks()), ra.mdOffsetDiff(), g.Backwards)
+}
+
+// mdRecordRule is mdMustRecord's arithmetic: r is reshape_sectors, od
+// and nd the data disks before and after, d min_offset_diff.
+func mdRecordRule(p, s, r, od, nd uint64, d int64, backwards bool) bool {
 	writepos, readpos, safepos := p/nd, p/od, s/od
-	if g.Backwards {
+	if backwards {
 		writepos -= r
 		readpos += r
 		safepos += r
@@ -95,13 +100,13 @@ func (ra *reshapeAction) mdMustRecord(p, s uint64) bool {
 		readpos -= min(r, readpos)
 		safepos -= min(r, safepos)
 	}
-	if d := ra.mdOffsetDiff(); d < 0 {
+	if d < 0 {
 		safepos += uint64(-d)
 		readpos += uint64(-d)
 	} else {
 		writepos += uint64(d)
 	}
-	if g.Backwards {
+	if backwards {
 		return safepos > writepos && readpos < writepos
 	}
 	return safepos < writepos && readpos > writepos
@@ -113,31 +118,41 @@ func (ra *reshapeAction) mdMustRecord(p, s uint64) bool {
 // (mdMustRecord) is pessimistic where it gives up ("readpos behind
 // writepos": no record helps, a backup must) and then records nothing,
 // though with mdadm's smallest offset change a record before each step
-// would keep a restart safe; the engine records then.
+// would keep a restart safe; the engine records then, or, with a backup
+// file (an in-place shrink), keeps the rows in it instead
+// (reshape_slide.go).
 func (ra *reshapeAction) clear(lo, hi, s uint64) bool {
 	g := ra.a.rs.geo
-	d := ra.a.minOffsetDiff()
-	nd := g.New.DataDisks()
-	oc, ost := g.Old.ChunkSectors(), g.Old.StripeSectors()
-	if g.Backwards {
+	if !g.Backwards && s >= g.Old.ArraySectors() {
+		return true
+	}
+	return clearRule(lo, hi, s, g.Old.ChunkSectors(), uint64(g.Old.DataDisks()), uint64(g.New.DataDisks()),
+		ra.a.minOffsetDiff(), g.Backwards)
+}
+
+// clearRule is clear's arithmetic (below the old array's end going
+// forwards): oc is the old chunk, od and nd the data disks before and
+// after, d min_offset_diff.
+func clearRule(lo, hi, s, oc, od, nd uint64, d int64, backwards bool) bool {
+	ost := oc * od
+	if backwards {
 		if s == 0 {
 			return true
 		}
 		oldEnd := int64((s + ost - 1) / ost * oc)
-		return int64(lo/uint64(nd))+d >= oldEnd
-	}
-	if s >= g.Old.ArraySectors() {
-		return true
+		return int64(lo/nd)+d >= oldEnd
 	}
 	oldStart := int64(s / ost * oc)
-	return int64(hi/uint64(nd))+d <= oldStart
+	return int64(hi/nd)+d <= oldStart
 }
 
 // unit moves rows of the new geometry from reshape_progress on (below it
 // backwards) with the user requests that touch them held back (the
 // gate): as many as fit the window without
 // a superblock record in between; a step that md's rule (or clear) says
-// needs one records reshape_position first.
+// needs one records reshape_position first. With a backup file the same
+// count, and a shrink from where clear would ask (backDue), go window by
+// window through the file instead (slideUnit).
 func (ra *reshapeAction) unit(_, max uint64) (uint64, error) {
 	a := ra.a
 	g := a.rs.geo
@@ -158,9 +173,11 @@ func (ra *reshapeAction) unit(_, max uint64) (uint64, error) {
 		if !g.Backwards {
 			return ra.slideUnit(p, want)
 		}
-		if lo, hi := ra.rows(p, 1); sl.tail != 0 || ra.tailDue(p, lo, hi) {
-			return ra.tailUnit(p)
+		if lo, hi := ra.rows(p, 1); ra.backDue(p, lo, hi) {
+			sl.back = true
+			return ra.slideUnit(p, want)
 		}
+		sl.dirty = true // moved below: made durable before a backup goes below it
 	}
 	n := uint64(0)
 	for ; n < want; n++ {
@@ -169,8 +186,8 @@ func (ra *reshapeAction) unit(_, max uint64) (uint64, error) {
 			at = p - n*row
 		}
 		lo, hi := ra.rows(at, 1)
-		tail := n > 0 && ra.tailDue(at, lo, hi)
-		if !tail && !ra.mustRecord(at, lo, hi) {
+		back := n > 0 && ra.backDue(at, lo, hi)
+		if !back && !ra.mustRecord(at, lo, hi) {
 			continue
 		}
 		if n > 0 {

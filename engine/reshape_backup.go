@@ -167,7 +167,7 @@ func (a *Array) readReshapeBackup(ref *superblock.Superblock) (*pendingRestore, 
 	forwards := int32(ref.DeltaDisks) >= 0
 	pos := ref.ReshapePosition
 	if bf := a.opts.ReshapeBackup; bf != nil && !a.opts.ReadOnly {
-		pr, err := readBackup(bf, ref, pos, forwards, ref.DeltaDisks == 0 && ref.NewLevel == ref.Level)
+		pr, err := readBackup(bf, ref, pos, forwards, int32(ref.DeltaDisks) <= 0 && ref.NewLevel == ref.Level)
 		if err != nil {
 			return nil, err
 		}
@@ -198,19 +198,20 @@ func (a *Array) readReshapeBackup(ref *superblock.Superblock) (*pendingRestore, 
 		return nil, nil // mdtool stopped it cleanly: the position is exact
 	case nd == od:
 		return nil, ErrBackupNeeded // Grow_restart: no critical section rule for the same count
-	case nd < od && pos < firstBlock(oc, nc, od, nd):
-		return nil, ErrBackupNeeded
+	case nd < od && shrinkNeedsBackup(pos, oc, nc, od, nd):
+		return nil, ErrBackupNeeded // below first_block (Grow_restart), or rows kept in the backup
 	}
 	return nil, nil
 }
 
 // readBackup reads and checks a backup file's header as Grow_restart
 // does; nil when it holds nothing the restart needs. ahead (an in-place
-// reshape that keeps the data devices, reshape_slide.go) trusts sections
-// that lie beyond pos: the engine records such a reshape by md's rule
-// only, every window below its backup is durable, so the restart goes on
-// from the backup's end (mdadm 4.2's Grow_restart restores them but keeps
-// pos).
+// reshape that keeps or lowers the data devices, reshape_slide.go)
+// trusts sections that lie beyond pos (below it for a shrink, which runs
+// backwards): the engine records such a reshape by md's rule only, every
+// window before its backup is durable, so the restart goes on from the
+// backup's far end, its end forwards, its lowest start backwards (mdadm
+// 4.2's Grow_restart restores them but keeps pos).
 func readBackup(bf BackupFile, ref *superblock.Superblock, pos uint64, forwards, ahead bool) (*pendingRestore, error) {
 	hb := make([]byte, backupfile.Size)
 	if _, err := bf.ReadAt(hb, 0); err != nil {
@@ -237,9 +238,12 @@ func readBackup(bf BackupFile, ref *superblock.Superblock, pos uint64, forwards,
 		}
 	}
 	pr := &pendingRestore{sections: h.Sections(), pos: h.Restart(pos, forwards)}
-	if ahead && forwards {
-		for _, s := range pr.sections {
+	for _, s := range pr.sections {
+		switch {
+		case ahead && forwards:
 			pr.pos = max(pr.pos, s.ArrayStart+s.Length) // Needed: some section ends at or after pos
+		case ahead:
+			pr.pos = min(pr.pos, s.ArrayStart) // Needed: some section starts below pos
 		}
 	}
 	for _, s := range pr.sections {

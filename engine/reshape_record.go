@@ -16,7 +16,10 @@ import (
 // on the running array (mdadm writes new_offset afterwards) therefore
 // has 0, and md's rule treats it as in place; one continued after an
 // assembly has the offsets' difference. Where md's rule then leaves a
-// restart unsafe (clear), the engine records as well.
+// restart unsafe (clear), the engine records as well, except in an
+// in-place reshape with a backup file (reshape_slide.go): the same count
+// and a shrink keep those windows in the backup file instead and record
+// by md's rule only.
 
 // reshapeCheckpointEvery is reshape_request's 10*HZ.
 const reshapeCheckpointEvery = 10 * time.Second
@@ -50,7 +53,8 @@ func (ra *reshapeAction) timerDue() bool {
 
 // mustRecord says whether the row [lo, hi) moved at reshape_progress at
 // needs reshape_position recorded first: md's time or safety rule, or
-// the engine's own safety (clear).
+// the engine's own safety (clear; a shrink with a backup file backs such
+// a row up instead, backDue, before this is asked).
 func (ra *reshapeAction) mustRecord(at, lo, hi uint64) bool {
 	s := ra.a.rs.safe.Load()
 	return ra.timerDue() || ra.mdMustRecord(at, s) || !ra.clear(lo, hi, s)

@@ -72,3 +72,91 @@ func TestReshapeRecordCadence(t *testing.T) {
 		}
 	}
 }
+
+// TestReshapeShrinkRecords: an in-place shrink through a backup file
+// (07changelevels' degraded raid6 5 -> 4, 512K chunk) records
+// reshape_position where md 6.1's rule asks and at the end only: with a
+// still clock, the superblock updates through the reshape are the rows
+// at which reshape_request's rule (min_offset_diff 0: started on the
+// running array) asks, walking down from the end, plus the end's record
+// and the finish. Below 12 chunks per member md's rule gives up; the
+// rows there go through the backup file, without a record of their own.
+func TestReshapeShrinkRecords(t *testing.T) {
+	mems := create(t, spec{level: "raid6", n: 5, chunkKiB: 512, devMiB: []int{21}})
+	clk := &fakeClock{t: time.Unix(1700000100, 0)}
+	o := recoverOptions()
+	o.Clock = clk.Now
+	a := open(t, mems, o)
+	if err := a.Fail(0); err != nil {
+		t.Fatal(err)
+	}
+	ch := a.striped.ChunkSectors()
+	if err := a.SetArraySize(a.striped.DevSectors(0) / ch * ch * 2); err != nil {
+		t.Fatal(err)
+	}
+	backups := 0
+	ReshapeHook = func(point string, pos, recorded, total uint64) {
+		if point == "backup" {
+			backups++
+		}
+	}
+	defer func() { ReshapeHook = nil }()
+	if err := a.StartReshape(ReshapeStart{RaidDisks: 4, Backup: &memBackup{}}); err != nil {
+		t.Fatal(err)
+	}
+	total := a.rs.geo.New.ArraySectors()
+	ev := a.Events()
+	if err := a.Reshape(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	got := a.Events() - ev
+	a.Close()
+	r, row := ch, 2*ch
+	want, s := uint64(2), total
+	for at := total; at >= row; at -= row {
+		if at != s && mdRecordRule(at, s, r, 3, 2, 0, true) {
+			want, s = want+1, at
+		}
+	}
+	t.Logf("%d superblock updates, %d rows backed up", got, backups)
+	if got != want || backups == 0 {
+		t.Errorf("%d superblock updates through the shrink (%d rows backed up), want %d (md's rule, the end)", got, backups, want)
+	}
+}
+
+// TestReshapeSetupEvents: mdadm's setup of an in-place shrink of a
+// degraded array costs the superblock updates md 6.1 makes for it (seen
+// in 07changelevels' kernel trace): raising the stripe cache
+// (ReshapeStart.StripeCache) marks the clean array active and clean again
+// (md_allow_write, then md's thread: two updates, both counted on a
+// degraded array), SET_ARRAY_INFO (SetArrayInfo) one more, then the
+// start's own; a cache already as large costs nothing.
+func TestReshapeSetupEvents(t *testing.T) {
+	mems := create(t, spec{level: "raid6", n: 5, chunkKiB: 512, devMiB: []int{21}})
+	a := open(t, mems, recoverOptions())
+	if err := a.Fail(0); err != nil {
+		t.Fatal(err)
+	}
+	ch := a.striped.ChunkSectors()
+	if err := a.SetArraySize(a.striped.DevSectors(0) / ch * ch * 2); err != nil {
+		t.Fatal(err)
+	}
+	ev := a.Events()
+	if err := a.StartReshape(ReshapeStart{RaidDisks: 4, Backup: &memBackup{}, StripeCache: 512, SetArrayInfo: true}); err != nil {
+		t.Fatal(err)
+	}
+	if got := a.Events() - ev; got != 4 {
+		t.Errorf("%d superblock updates at the start, want 4", got)
+	}
+	if err := a.Reshape(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	ev = a.Events()
+	a.meta.mu.Lock()
+	err := a.reshapeSetupLocked(ReshapeStart{StripeCache: 512})
+	a.meta.mu.Unlock()
+	if err != nil || a.Events() != ev {
+		t.Errorf("the cache raised again: %v, %d updates", err, a.Events()-ev)
+	}
+	a.Close()
+}

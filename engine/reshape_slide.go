@@ -26,11 +26,18 @@ import (
 // parts is durable.
 //
 // Fewer data devices (a shrink): md runs backwards from the new array's
-// end; the record rule keeps the windows safe down to the critical
-// section at the bottom (Grow_restart's first_block, or where clear
-// fails). There each row is backed up before it moves and the file then
-// holds the moved row and the next one below (tailUnit), held, so that a
-// restart restores both and lands above 0.
+// end, and reshape_position is recorded by md's rule only too
+// (reshape_request's safety rule, every 10 s, the end). Above the rows
+// where that rule gives up, it keeps a restart from the recorded position
+// safe and the rows move without a backup. From the first row where a
+// move would overwrite old data a restart from the recorded position
+// reads (clear) with no record of md's first, or at Grow_restart's
+// first_block (backDue), every window goes through the backup file's two
+// parts as above (slideUnit, backwards), held; a restart with the file
+// restores the parts and goes on from their lowest start
+// (readBackup's ahead), one without it is refused wherever the engine
+// may have moved rows past what the recorded position allows
+// (shrinkNeedsBackup: ErrBackupNeeded).
 //
 // A graceful stop (interruption, the end) forgets the section (length 0)
 // and lets the held range go.
@@ -41,8 +48,8 @@ type slideState struct {
 	bf  BackupFile
 	h   backupfile.Header
 	pin *gateWindow // the range the live section holds, nil when none
-	// tail: where a shrink's bottom section began (0: not reached)
-	tail uint64
+	// back: a shrink keeps its rows in the backup from here on (backDue)
+	back bool
 	// the same count: the part the next window's backup goes to, the
 	// size of part 0's area (the largest window), and whether a window
 	// was written since the members were last flushed
@@ -119,90 +126,106 @@ func (sl *slideState) forget(a *Array) error {
 	return sl.write(a, nil)
 }
 
-// hold publishes the window [lo, hi) together with the range the live
-// section holds, then lets the old hold go.
-func (sl *slideState) hold(g *reshapeGate, lo, hi uint64) *gateWindow {
-	if sl == nil || sl.pin == nil {
-		return g.hold(lo, hi)
-	}
-	w := g.hold(min(lo, sl.pin.lo), max(hi, sl.pin.hi))
-	close(sl.pin.done)
-	sl.pin = nil
-	return w
-}
-
-// slideUnit moves the window of want rows from reshape_progress p of a
-// reshape that keeps the data devices, with mdadm's two-part backup
-// (child_monitor's parts, used in turn): the window before is made
-// durable (the members flushed), the part this window's backup goes to is
-// forgotten (forget_backup: it held the window before that one, durable
-// now), the window is backed up into that part (grow_backup: its data,
-// then the header naming both parts) and its new stripes written. The
-// range the live parts cover stays held (the gate) until a part is
-// forgotten: their data is the array's there. reshape_position is
-// recorded by md's rule only (every 10 s: reshape_checkpoint; the same
-// count never asks for more), so it may lie behind the backup: a restart
-// (readReshapeBackup) restores the parts and continues after them, since
-// every window below them is durable.
+// slideUnit moves the window of at most want rows from
+// reshape_progress p (below it backwards: slideWindow) with mdadm's
+// two-part backup (child_monitor's parts, used in turn): the window
+// before is made durable (the members flushed), the part this window's
+// backup goes to is forgotten (forget_backup: it held the window before
+// that one, durable now), the window is backed up into that part
+// (grow_backup: its data, then the header naming both parts) and its new
+// stripes written. The range the live parts cover stays held (the gate)
+// until a part is forgotten: their data is the array's there.
+// reshape_position is recorded by md's rule only (every 10 s:
+// reshape_checkpoint; backwards also reshape_request's safety rule; the
+// same count never asks for more), so it may lie behind the backup: a
+// restart (readReshapeBackup) restores the parts and continues after
+// them (below them backwards), since every window before them is
+// durable.
 func (ra *reshapeAction) slideUnit(p, want uint64) (uint64, error) {
 	a := ra.a
 	g := a.rs.geo
 	sl := a.rs.slide
-	_, row := ra.reshapeSectors()
-	hi := min(p+want*row, g.New.ArraySectors())
-	if hi <= p {
-		return 0, fmt.Errorf("%w: reshape window at %d is empty", ErrUnsupported, p)
-	}
 	if sl.dirty { // the window before must be durable before a record or before its backup goes
 		if err := a.flushMembers(); err != nil {
 			return 0, err
 		}
 		sl.dirty = false
 	}
-	if ra.timerDue() {
+	if ra.timerDue() || g.Backwards && ra.mdMustRecord(p, a.rs.safe.Load()) {
 		if err := a.recordReshape(); err != nil {
 			return 0, err
 		}
 	}
+	lo, hi := ra.slideWindow(p, want)
+	if hi <= lo {
+		return 0, fmt.Errorf("%w: reshape window at %d is empty", ErrUnsupported, p)
+	}
 	if sl.win == 0 {
+		_, row := ra.reshapeSectors()
 		sl.win = max(reshapeWindow/row, 1) * row
 	}
 	q := sl.part
 	if err := sl.forgetPart(a, q); err != nil {
 		return 0, err
 	}
-	lo := p // held: the other part's window (live) and this one
+	hlo, hhi := lo, hi // held: the other part's window (live) and this one
 	if o := sl.section(1 - q); o.Length != 0 {
-		lo = min(lo, o.ArrayStart)
+		hlo, hhi = min(lo, o.ArrayStart), max(hi, o.ArrayStart+o.Length)
 	}
-	w := a.rs.gate.hold(lo, hi)
+	w := a.rs.gate.hold(hlo, hhi)
 	if sl.pin != nil {
-		close(sl.pin.done) // what it held beyond [lo, hi) is forgotten and durable
+		close(sl.pin.done) // what it held beyond this hold is forgotten and durable
 	}
 	sl.pin = w
 	if reshapeHoldHook != nil {
-		reshapeHoldHook(p, hi)
+		reshapeHoldHook(lo, hi)
 	}
-	b, err := ra.readOld(p, hi)
+	b, err := ra.readOld(lo, hi)
 	if err != nil {
 		return 0, err
 	}
 	defer putBuf(b)
-	if err := sl.writePart(a, q, b.b, p); err != nil {
+	if err := sl.writePart(a, q, b.b, lo); err != nil {
 		return 0, err
 	}
 	sl.part = 1 - q
-	// the hook's recorded argument is the window's start here: what a
-	// kill now finds in flight is this window's stripes
-	reshapeStep("backup", hi, p, g.New.ArraySectors())
+	// the hook's recorded argument is where the window starts (p): what
+	// a kill now finds in flight is this window's stripes
+	next := hi
+	if g.Backwards {
+		next = lo
+	}
+	reshapeStep("backup", next, p, g.New.ArraySectors())
 	rp := a.pers.(*reshapePers)
-	if err := rp.mover.writeFull(b.b, p, int((hi-p)/g.New.StripeSectors()), false, nil); err != nil {
+	if err := rp.mover.writeFull(b.b, lo, int((hi-lo)/g.New.StripeSectors()), false, nil); err != nil {
 		return 0, err
 	}
-	a.rs.progress.Store(hi)
-	a.reshapeRecovered()
+	a.rs.progress.Store(next)
+	if !g.Backwards {
+		a.reshapeRecovered()
+	}
 	sl.dirty = true
-	return hi - p, nil
+	return hi - lo, nil
+}
+
+// slideWindow is the window of at most want rows slideUnit moves from
+// reshape_progress p: forwards up to the new array's end; backwards down
+// to 0 and not past a row md's rule records before (mdMustRecord: the
+// next unit records first, where md would).
+func (ra *reshapeAction) slideWindow(p, want uint64) (lo, hi uint64) {
+	g := ra.a.rs.geo
+	_, row := ra.reshapeSectors()
+	if !g.Backwards {
+		return p, min(p+want*row, g.New.ArraySectors())
+	}
+	s := ra.a.rs.safe.Load()
+	n := min(uint64(1), p/row)
+	for ; n > 0 && n < want && (n+1)*row <= p; n++ {
+		if ra.mdMustRecord(p-n*row, s) {
+			break
+		}
+	}
+	return p - n*row, p
 }
 
 // section is part q (0 or 1) of the header.
@@ -248,16 +271,23 @@ func (sl *slideState) writePart(a *Array, q int, d []byte, s uint64) error {
 	return sl.write(a, nil)
 }
 
-// tailDue says whether a shrink with a backup file must back up its
-// bottom section before moving the row at reshape_progress at ([lo, hi)):
-// at or below Grow_restart's first_block (rounded up to rows), or where
-// the record rule cannot keep a restart safe.
-func (ra *reshapeAction) tailDue(at, lo, hi uint64) bool {
+// backDue says whether a shrink with a backup file keeps the row
+// [lo, hi) at reshape_progress at, and every row after it, in the backup
+// file (slideUnit) instead of moving it under the record rule: at or
+// below Grow_restart's first_block (rounded up to rows), or where the
+// move would overwrite old data a restart from the recorded position
+// reads (clear) and md's rule records nothing first, or would even after
+// a record there (md's rule gives up: "readpos behind writepos").
+func (ra *reshapeAction) backDue(at, lo, hi uint64) bool {
 	sl := ra.a.rs.slide
-	if sl == nil || !ra.a.rs.geo.Backwards || sl.tail != 0 {
+	if sl == nil || !ra.a.rs.geo.Backwards {
 		return false
 	}
-	return at <= ra.tailTop() || !ra.clear(lo, hi, at)
+	if sl.back || at <= ra.tailTop() || !ra.clear(lo, hi, at) {
+		return true
+	}
+	s := ra.a.rs.safe.Load()
+	return !ra.clear(lo, hi, s) && !ra.timerDue() && !ra.mdMustRecord(at, s)
 }
 
 // tailTop is firstBlock rounded up to the rows of the reshape.
@@ -268,73 +298,27 @@ func (ra *reshapeAction) tailTop() uint64 {
 	return (fb + row - 1) / row * row
 }
 
-// tailUnit moves the row below reshape_progress p of a shrink's bottom
-// section (mdadm's two-part backup): the header holds the row to move
-// (and the row moved before), held; after the move it holds the moved row
-// and the next one below, so that a restart (Grow_restart: both sections
-// restored, the position their lower start) never needs old data a move
-// overwrote; then the position is recorded. A restart thus lands on a
-// position above 0 except in the last row, where md 6.1 refuses a
-// backwards reshape at 0 ("too early for auto-recovery").
-func (ra *reshapeAction) tailUnit(p uint64) (uint64, error) {
-	a := ra.a
-	sl := a.rs.slide
-	_, row := ra.reshapeSectors()
-	if p < row {
-		return 0, fmt.Errorf("%w: reshape at %d below one row", ErrUnsupported, p)
-	}
-	lo := p - row
-	if sl.tail == 0 {
-		if err := a.recordReshape(); err != nil {
-			return 0, err
+// shrinkNeedsBackup says whether the restart of an in-place shrink (od
+// to nd data disks, chunks oc and nc in sectors) from the recorded
+// reshape_position pos may need old data the engine overwrote: whether,
+// walking down from pos, the engine reaches a row it keeps in the backup
+// file (backDue: at or below first_block's row, or one that clear
+// refuses against pos) before md's rule records (the position would then
+// be a later one). Without the backup file such a restart is refused
+// (ErrBackupNeeded).
+func shrinkNeedsBackup(pos, oc, nc uint64, od, nd int) bool {
+	r := max(oc, nc)
+	row := r * uint64(nd)
+	fb := firstBlock(oc, nc, od, nd)
+	top := (fb + row - 1) / row * row
+	for at := pos; ; at -= row {
+		if at != pos && mdRecordRule(at, pos, r, uint64(od), uint64(nd), 0, true) {
+			return false
 		}
-		w := sl.hold(&a.rs.gate, lo, p)
-		sl.pin = w
-		b, err := ra.readOld(lo, p)
-		if err != nil {
-			return 0, err
-		}
-		err = ra.writeSections(b.b, lo, nil, 0)
-		putBuf(b)
-		if err != nil {
-			return 0, err
-		}
-		sl.tail = p
-	}
-	w := sl.hold(&a.rs.gate, lo, p)
-	sl.pin = w
-	if reshapeHoldHook != nil {
-		reshapeHoldHook(lo, p)
-	}
-	b, err := ra.readOld(lo, p)
-	if err != nil {
-		return 0, err
-	}
-	defer putBuf(b)
-	rp := a.pers.(*reshapePers)
-	if err := rp.mover.writeFull(b.b, lo, int(row/a.rs.geo.New.StripeSectors()), false, nil); err != nil {
-		return 0, err
-	}
-	a.rs.progress.Store(lo)
-	if lo > 0 {
-		sl.pin = sl.hold(&a.rs.gate, lo-row, p)
-		nb, err := ra.readOld(lo-row, lo)
-		if err != nil {
-			return 0, err
-		}
-		err = ra.writeSections(b.b, lo, nb.b, lo-row)
-		putBuf(nb)
-		if err != nil {
-			return 0, err
+		if at <= top || at < row || !clearRule(at-row, at, pos, oc, uint64(od), uint64(nd), 0, true) {
+			return true
 		}
 	}
-	if err := a.recordReshape(); err != nil { // md_update_sb's preflush makes the row durable first
-		return 0, err
-	}
-	if lo > 0 {
-		sl.pin = a.rs.gate.narrow(sl.pin, lo-row, p)
-	}
-	return row, nil
 }
 
 // readOld reads the array sectors [lo, hi) through the old geometry
@@ -351,35 +335,6 @@ func (ra *reshapeAction) readOld(lo, hi uint64) (*buf, error) {
 		}
 	}
 	return b, nil
-}
-
-// writeSections writes the backup file: the section of d1 at array
-// sector s1 and, when d2 is given, a second one at s2 (md_backup_data-2,
-// its data devstart2 after the first's), then the header.
-func (ra *reshapeAction) writeSections(d1 []byte, s1 uint64, d2 []byte, s2 uint64) error {
-	a := ra.a
-	sl := a.rs.slide
-	n1 := uint64(len(d1)) >> 9
-	sl.h.Version, sl.h.ArrayStart, sl.h.Length = 1, s1, n1
-	sl.h.DevStart2, sl.h.ArrayStart2, sl.h.Length2 = 0, 0, 0
-	if d2 != nil {
-		sl.h.Version, sl.h.DevStart2, sl.h.ArrayStart2, sl.h.Length2 = 2, n1, s2, uint64(len(d2))>>9
-		if _, err := sl.bf.WriteAt(d2, int64(sl.h.DevStart+n1)*512); err != nil {
-			return fmt.Errorf("backup file: %w", err)
-		}
-	}
-	if err := sl.write(a, d1); err != nil {
-		return err
-	}
-	at := s1 + n1 // forwards: the far end of the window
-	switch {
-	case d2 != nil:
-		at = s2
-	case a.rs.geo.Backwards:
-		at = s1
-	}
-	reshapeStep("backup", at, a.rs.safe.Load(), a.rs.geo.New.ArraySectors())
-	return nil
 }
 
 // endSlide forgets the backup when the reshape stops or ends.
@@ -410,8 +365,8 @@ func (a *Array) slideForgotten(ref *superblock.Superblock) bool {
 
 // attachSlide gives an assembled in-place reshape that keeps or lowers
 // the data devices its backup file (Options.ReshapeBackup) to continue
-// with; without one a shrink continues until its bottom section, where
-// the move refuses.
+// with; without one a shrink (assembled only where shrinkNeedsBackup
+// allows) continues until md's rule gives up, where the move refuses.
 func (a *Array) attachSlide(ref *superblock.Superblock) {
 	bf := a.opts.ReshapeBackup
 	if !a.reshaping() || bf == nil || a.opts.ReadOnly || ref.FeatureMap&superblock.FeatureNewOffset != 0 {

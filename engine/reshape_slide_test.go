@@ -33,7 +33,21 @@ func slideCases() []slideCase {
 			rq: ReshapeStart{RaidDisks: 4}},
 		{name: "raid5-3to2", s: spec{level: "raid5", n: 3, chunkKiB: 64, devMiB: []int{3}},
 			rq: ReshapeStart{RaidDisks: 2}},
+		// 07changelevels' degraded shrink: with 512K chunks md's rule gives
+		// up below 12 chunks per member, and the rows there (one a window)
+		// go through the backup file
+		{name: "raid6-5to4-512K-degraded", s: spec{level: "raid6", n: 5, chunkKiB: 512, devMiB: []int{8}},
+			rq: ReshapeStart{RaidDisks: 4}, fail: []int{0}},
 	}
+}
+
+// fail0 is the first role not failed (its superblock is written).
+func (c slideCase) fail0() int {
+	i := 0
+	for c.failed(i) {
+		i++
+	}
+	return i
 }
 
 func (c slideCase) failed(i int) bool {
@@ -60,9 +74,10 @@ type slideSnap struct {
 // backup file run in place (data_offset unchanged, no new_offset) and
 // end with the data intact; a kill at every sampled hook point (the
 // stripes in flight then torn: zeroed) is finished by a reassembly with
-// the backup file with the data intact, and without the file refused
-// where Grow_restart refuses (the same count always; a shrink below
-// first_block).
+// the backup file with the data intact, and without the file refused at
+// least where Grow_restart refuses (the same count always; a shrink
+// below first_block; the engine also where it kept rows in the backup),
+// the data intact where it is not refused.
 func TestReshapeInPlaceSlide(t *testing.T) {
 	for _, c := range slideCases() {
 		t.Run(c.name, func(t *testing.T) { testSlide(t, c) })
@@ -99,9 +114,12 @@ func testSlide(t *testing.T, c slideCase) {
 	stride := int(uint64(a.Size()>>9)/2048*3/20) + 1
 	var snaps []*slideSnap
 	events, nbackup := 0, 0
-	// the same count: the window written last, in flight until the next
-	// unit flushes the members (a kill at a move or a record loses it)
+	// the window written last, in flight until the next unit flushes the
+	// members (a kill at a move or a record loses it); before any backup
+	// (a shrink above its backed-up rows) a record loses the rows moved
+	// since the last one
 	var last [2]uint64
+	backedUp := false
 	ReshapeHook = func(point string, pos, recorded, total uint64) {
 		if point == "finish" {
 			return
@@ -119,17 +137,19 @@ func testSlide(t *testing.T, c slideCase) {
 				s.devs = append(s.devs, cloneMem(t, d))
 			}
 			switch {
-			case point == "backup" || point != "move" && nd != od:
+			case point == "backup":
 				s.torn = [2]uint64{min(pos, recorded), max(pos, recorded)}
-			case nd == od:
+			case backedUp:
 				s.torn = last
+			case point != "move" && nd != od:
+				s.torn = [2]uint64{min(pos, recorded), max(pos, recorded)}
 			}
 			if len(snaps) < 40 {
 				snaps = append(snaps, s)
 			}
 		}
-		if point == "backup" && nd == od {
-			last = [2]uint64{recorded, pos}
+		if point == "backup" {
+			last, backedUp = [2]uint64{min(pos, recorded), max(pos, recorded)}, true
 		}
 	}
 	defer func() { ReshapeHook = nil }()
@@ -166,22 +186,29 @@ func testSlide(t *testing.T, c slideCase) {
 	if len(snaps) < 3 || backups == 0 {
 		t.Fatalf("%d kill points, %d after a backup", len(snaps), backups)
 	}
-	if nd == od {
-		// md's rule records the same count every 10 s only: kills find the
-		// backup ahead of reshape_position, and some after a timer record
+	if nd == od || c.s.chunkKiB >= 512 {
+		// the engine records by md's rule only (the same count every 10 s;
+		// a shrink also where reshape_request's rule asks): kills find the
+		// backup ahead of reshape_position (a shrink runs backwards: below
+		// it), and some after a record
 		ahead, timed := 0, 0
 		for _, s := range snaps {
 			h, err := backupfile.Decode(s.bf.b[:backupfile.Size])
-			pos := readSB(t, s.devs[0]).ReshapePosition
-			if secs := h.Sections(); err == nil && len(secs) > 0 && pos < min(secs[0].ArrayStart, secs[len(secs)-1].ArrayStart) {
-				ahead++
+			pos := readSB(t, s.devs[c.fail0()]).ReshapePosition
+			secs := h.Sections()
+			if err == nil && len(secs) > 0 {
+				first, last := secs[0], secs[len(secs)-1]
+				if nd == od && pos < min(first.ArrayStart, last.ArrayStart) ||
+					nd < od && pos > max(first.ArrayStart+first.Length, last.ArrayStart+last.Length) {
+					ahead++
+				}
 			}
-			if pos > 0 {
+			if nd == od && pos > 0 || nd < od && pos < a.striped.ArraySectors() {
 				timed++
 			}
 		}
 		if ahead == 0 || timed == 0 {
-			t.Fatalf("of %d kill points %d find the backup ahead of reshape_position, %d a timer record", len(snaps), ahead, timed)
+			t.Fatalf("of %d kill points %d find the backup ahead of reshape_position, %d a record", len(snaps), ahead, timed)
 		}
 	}
 	fb := firstBlock(uint64(sb0.ChunkSize), uint64(sb0.ChunkSize), od, nd)
@@ -190,13 +217,16 @@ func testSlide(t *testing.T, c slideCase) {
 	}
 	for i, s := range snaps {
 		t.Run(fmt.Sprintf("kill%02d-%s-%d", i, s.point, s.recorded), func(t *testing.T) {
-			restartSlide(t, c, s, m, sb0, nd == od || readSB(t, s.devs[0]).ReshapePosition < fb)
+			restartSlide(t, c, s, m, sb0, nd == od || readSB(t, s.devs[c.fail0()]).ReshapePosition < fb)
 		})
 	}
 }
 
 // restartSlide reassembles a kill copy: without the backup file refused
-// when refuse says so, with it finished with the data intact.
+// when refuse says so (Grow_restart's rule; the engine refuses more where
+// it kept rows in the backup), and where it is not refused the reshape
+// goes on (to its end, or to where it needs the file) with the data
+// intact; with the file it is finished with the data intact.
 func restartSlide(t *testing.T, c slideCase, s *slideSnap, m *model, sb0 *superblock.Superblock, refuse bool) {
 	if s.torn[1] > s.torn[0] {
 		lo, hi := s.torn[0]/s.nd, (s.torn[1]+s.nd-1)/s.nd
@@ -212,15 +242,19 @@ func restartSlide(t *testing.T, c slideCase, s *slideSnap, m *model, sb0 *superb
 	po := recoverOptions()
 	po.Force = len(c.fail) > 0 // a dirty degraded array (md: start_dirty_degraded)
 	b, err := Open(probe, po)
-	if refuse {
-		if !errors.Is(err, ErrBackupNeeded) {
-			t.Fatalf("opened without the backup file: %v, want ErrBackupNeeded", err)
-		}
-	} else {
-		if err != nil {
+	switch {
+	case refuse && !errors.Is(err, ErrBackupNeeded):
+		t.Fatalf("opened without the backup file: %v, want ErrBackupNeeded", err)
+	case err == nil:
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+		if err := b.Reshape(ctx); err != nil && !errors.Is(err, ErrUnsupported) {
 			t.Fatalf("without the backup file: %v", err)
 		}
+		cancel()
+		checkContent(t, b, m)
 		b.Close()
+	case !errors.Is(err, ErrBackupNeeded):
+		t.Fatalf("without the backup file: %v", err)
 	}
 	o := po
 	o.ReshapeBackup = s.bf

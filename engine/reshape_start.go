@@ -33,6 +33,42 @@ type ReshapeStart struct {
 	// is kept in Backup while it moves (reshape_backup.go: growth;
 	// reshape_slide.go: the same or fewer data devices).
 	Backup BackupFile
+	// StripeCache is the stripe cache (pages) mdadm 4.2 makes sure of
+	// before the reshape (Grow.c update_cache_size): when the array's is
+	// smaller (md's default 256, again after a level change) mdadm
+	// writes StripeCache+1 to stripe_cache_size, and raid5_set_cache_size's
+	// md_allow_write marks a clean array active, md's thread clean
+	// again (two superblock updates; on an array that is not degraded
+	// the second takes the event back).
+	StripeCache int
+	// SetArrayInfo: mdadm changes only raid_disks, through SET_ARRAY_INFO
+	// (impose_reshape with chunk and layout unchanged):
+	// update_array_info's md_update_sb before the reshape starts.
+	SetArrayInfo bool
+}
+
+// defaultStripeCache is raid5's NR_STRIPES (stripe_cache_size's default).
+const defaultStripeCache = 256
+
+// reshapeSetupLocked is what mdadm's setup of the reshape costs the
+// superblocks before it starts (StripeCache, SetArrayInfo). Called with
+// meta.mu held.
+func (a *Array) reshapeSetupLocked(rq ReshapeStart) error {
+	cur := a.stripeCache
+	if cur == 0 {
+		cur = defaultStripeCache
+	}
+	if rq.StripeCache > cur {
+		a.stripeCache = rq.StripeCache + 1
+		if a.allowWriteLocked() && a.opts.SafeModeDelay >= 0 {
+			a.setInSyncLocked(false) // md_allow_write's safemode = 1: clean again at once
+		}
+	}
+	if !rq.SetArrayInfo {
+		return nil
+	}
+	a.meta.changeDevs = true
+	return a.updateSuperLocked(true)
 }
 
 // MinOffsetChange is mdadm 4.2's min_offset_change for a reshape from
@@ -124,6 +160,9 @@ func (a *Array) startReshape(rq ReshapeStart) error {
 	defer a.resume()
 	a.meta.mu.Lock()
 	defer a.meta.mu.Unlock()
+	if err := a.reshapeSetupLocked(rq); err != nil {
+		return err
+	}
 	cfg := a.lockCfg()
 	defer cfg.Unlock()
 	var spares []*member

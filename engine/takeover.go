@@ -136,6 +136,7 @@ func (a *Array) changeLevelClaimed(level layout.Level) error {
 		}
 	}
 	a.level = level
+	a.stripeCache = 0 // a new personality: md's default stripe cache
 	a.n = tp.params.RaidDisks
 	a.roles = tp.roles
 	a.setTakenGeometry(g)

@@ -109,6 +109,10 @@ type Request struct {
 	// file (mdadm's --backup-file, created by the caller), which the
 	// daemon removes when the reshape ends.
 	BackupFile string `json:"backup_file,omitempty"`
+	// StripeCache, SetArrayInfo: OpReshape's setup as mdadm makes it
+	// (engine.ReshapeStart's fields of those names).
+	StripeCache  int  `json:"stripe_cache,omitempty"`
+	SetArrayInfo bool `json:"set_array_info,omitempty"`
 	// Bitmap ("internal" or "none") and BitmapChunk (bytes, 0: mdadm's
 	// choice): OpGrowBitmap (grow_bitmap.go).
 	Bitmap      string `json:"bitmap,omitempty"`

@@ -11,7 +11,8 @@ import (
 // data devices); the caller closes it when the reshape ends. A growth's
 // file is done with once the reshape has started.
 func (s *Service) startReshape(req Request) (*os.File, error) {
-	rq := engine.ReshapeStart{RaidDisks: req.RaidDisks, ChunkSectors: req.ChunkSectors}
+	rq := engine.ReshapeStart{RaidDisks: req.RaidDisks, ChunkSectors: req.ChunkSectors,
+		StripeCache: req.StripeCache, SetArrayInfo: req.SetArrayInfo}
 	if req.Layout != nil {
 		rq.Layout, rq.SetLayout = *req.Layout, true
 	}
