@@ -210,8 +210,11 @@ func (a *Array) readReshapeBackup(ref *superblock.Superblock) (*pendingRestore, 
 // trusts sections that lie beyond pos (below it for a shrink, which runs
 // backwards): the engine records such a reshape by md's rule only, every
 // window before its backup is durable, so the restart goes on from the
-// backup's far end, its end forwards, its lowest start backwards (mdadm
-// 4.2's Grow_restart restores them but keeps pos).
+// backup's far end, its end forwards, its lowest start backwards. mdadm
+// 4.2's Grow_restart moves pos there too when pos lies within the
+// sections' span, and keeps it when the sections lie wholly beyond it: a
+// backup the engine left that far ahead must be restarted by mdtool, or
+// the rows between pos and the backup are moved twice.
 func readBackup(bf BackupFile, ref *superblock.Superblock, pos uint64, forwards, ahead bool) (*pendingRestore, error) {
 	hb := make([]byte, backupfile.Size)
 	if _, err := bf.ReadAt(hb, 0); err != nil {
