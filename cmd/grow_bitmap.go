@@ -77,6 +77,9 @@ func growBitmapText(ctx context.Context, cl *daemon.Client, dev, what string, er
 	}
 	switch code {
 	case daemon.CodeBitmapPresent:
+		if st, serr := cl.Status(ctx); serr == nil && st.BitmapFile != "" {
+			return exitf(ExitFailure, "%s already has a bitmap (%s)", dev, st.BitmapFile) // GET_BITMAP_FILE first
+		}
 		return exitf(ExitFailure, "bitmap already present on %s", dev)
 	case daemon.CodeNoBitmap:
 		return exitf(ExitFailure, "no bitmap found on %s", dev)
@@ -90,6 +93,8 @@ func growBitmapText(ctx context.Context, cl *daemon.Client, dev, what string, er
 		return exitf(ExitFailure, "Bitmaps not meaningful with level %s", level)
 	case daemon.CodeBitmapChunk:
 		return exitf(ExitFailure, "failed to create internal bitmap - chunksize problem.")
+	case daemon.CodeNoSuperblock:
+		return exitf(ExitFailure, "failed to load super-block.")
 	case daemon.CodeBusy:
 		if what == "none" {
 			return exitf(ExitFailure, "failed to remove internal bitmap.")

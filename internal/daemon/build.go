@@ -32,13 +32,16 @@ func buildStatus(st *Status, a *engine.Array) {
 // that would write metadata or change the geometry (grow rewrites them):
 // not handled for build arrays. Fail, remove, --add (a spare with no
 // superblock, as md's ADD_NEW_DISK of a non-persistent array), --re-add
-// (build_readd.go), sync actions and read-only switches run.
+// (build_readd.go), sync actions, read-only switches, a raid1's number of
+// mirrors (raid1_reshape; md_update_sb writes nothing) and bitmap changes
+// (a bitmap file let go; an internal one refused as mdadm's load_super
+// refuses it, grow_bitmap.go) run.
 func (s *Service) refuseBuilt(op string) error {
 	if s.cfg.Array.Persistent() {
 		return nil
 	}
 	switch op {
-	case OpReplace, OpReshape, OpGrowBitmap, OpGrowSize, OpArraySize, OpRaidDevices, OpLevel:
+	case OpReplace, OpReshape, OpGrowSize, OpArraySize, OpLevel:
 		return Errorf(CodeUnsupported, "%s: not supported on an array without superblocks", op)
 	}
 	return nil

@@ -20,6 +20,7 @@ const (
 	CodeNoBitmap      = "no-bitmap"      // "no bitmap found on DEV"
 	CodeBitmapLevel   = "bitmap-level"   // "Bitmaps not meaningful with level L"
 	CodeBitmapChunk   = "bitmap-chunk"   // "failed to create internal bitmap - chunksize problem."
+	CodeNoSuperblock  = "no-superblock"  // "failed to load super-block." (an array without superblocks)
 )
 
 // manageResponse runs a manage-type request through the handler and makes
@@ -62,6 +63,15 @@ func (s *Service) growBitmap(req Request) error {
 	}
 	if a.HasBitmap() {
 		return Errorf(CodeBitmapPresent, "bitmap already present")
+	}
+	if !a.Persistent() {
+		// mdadm 4.2 checks the level (GET_ARRAY_INFO), then its
+		// load_super of the first in-sync member fails: nothing is
+		// written to a member that has no superblock
+		if g := a.Geometry(); g.Level() <= 0 {
+			return Errorf(CodeBitmapLevel, "bitmaps not meaningful with level %d", g.Level())
+		}
+		return Errorf(CodeNoSuperblock, "failed to load super-block")
 	}
 	// add_internal_bitmap1 on every in-sync member, as mdadm loops over
 	// them; the last one's offset is what goes to bitmap/location.

@@ -71,6 +71,37 @@ for l in 1 10; do
 	mdadm -S $md0
 done
 
+# grow on built arrays: an internal bitmap needs a superblock (mdadm's
+# load_super fails: nothing written), there is none to remove, a bitmap
+# file needs the array's UUID; --add-spare; more mirrors: the spare added
+# -W recovers the new slot. A bitmap file Build gave is let go by
+# --bitmap=none (SET_BITMAP_FILE -1), and a second one finds none.
+mdadm -B $md0 -l0 -n2 $dev0 $dev1
+mdadm -G $md0 --bitmap=internal
+quiet -S $md0
+mdadm -B $md0 -l1 -n2 --assume-clean $dev0 $dev1
+mdadm -G $md0 --bitmap=internal
+mdadm -G $md0 --bitmap=none
+mdadm -G $md0 --bitmap=$bmf
+mdadm $md0 --add-spare $dev2
+mdadm $md0 --fail $dev1
+settle $md0
+mdadm $md0 --remove $dev1
+mdadm $md0 --add -W $dev1
+mdadm -D $md0
+mdadm -G $md0 -n3
+settle $md0
+mdadm -D $md0
+cmpdevs $dev0 $dev1
+mdadm -S $md0
+rm -f $bmf
+mdadm -B $md0 -l1 -n2 --assume-clean -b$bmf $dev0 $dev1
+mdadm -G $md0 --bitmap=internal
+mdadm -G $md0 --bitmap=none
+mdadm -G $md0 --bitmap=none
+mdadm -S $md0
+rm -f $bmf
+
 # write-behind and write-mostly with a bitmap file Build creates; --add
 # of a spare into the failed member's slot
 mdadm -B $md0 -l1 -n2 --assume-clean -b$bmf -d1 --write-behind=100 $dev0 -W $dev1
