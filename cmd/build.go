@@ -64,7 +64,8 @@ EXIT STATUS
      --bitmap value without a '/', a bad --delay or --bitmap-chunk)`
 
 type buildOptions struct {
-	level, chunk           string
+	level, chunk, size     string
+	sizeKiB                uint64 // --size, 0: max
 	raidDevices            int
 	assumeClean, run, fore bool
 	srv                    serveOptions
@@ -99,6 +100,7 @@ func newBuildCmd(env *Env) *cobra.Command {
 	f.IntVarP(&o.raidDevices, "raid-devices", "n", 0, "number of devices in the array (\"missing\" counts)")
 	f.StringVarP(&o.chunk, "chunk", "c", "", "chunk size (default 64K for raid0 and linear; KiB unless suffixed)")
 	f.StringVar(&o.chunk, "rounding", "", "alias of --chunk (the rounding of a linear array)")
+	f.StringVarP(&o.size, "size", "z", "", "raid1/raid10: the space used on each member (KiB unless suffixed; max: the smallest member's, the default)")
 	f.BoolVar(&o.assumeClean, "assume-clean", false, "raid1/raid10: mark the array in sync, no initial resync")
 	f.BoolVarP(&o.run, "run", "R", false, "accepted for mdadm compatibility")
 	f.BoolVar(&o.fore, "foreground", false, "serve in this process until stopped, instead of a background daemon")
@@ -150,6 +152,11 @@ func buildParams(o *buildOptions, args []string, wbGiven bool) (engine.BuildPara
 			return bp, nil, planError(err)
 		}
 	}
+	if o.size != "" && o.size != "max" {
+		if o.sizeKiB, err = plan.ParseSize(o.size); err != nil {
+			return bp, nil, planError(err)
+		}
+	}
 	if err := o.buildBitmapArgs(); err != nil {
 		return bp, nil, err
 	}
@@ -189,7 +196,8 @@ func buildParams(o *buildOptions, args []string, wbGiven bool) (engine.BuildPara
 	if chunkKiB == 0 && (lv == superblock.LevelRAID0 || lv == superblock.LevelLinear) {
 		chunkKiB = 64
 	}
-	bp = engine.BuildParams{Level: layout.Level(lv), ChunkSectors: chunkKiB * 2, RaidDisks: o.raidDevices, AssumeClean: o.assumeClean}
+	bp = engine.BuildParams{Level: layout.Level(lv), ChunkSectors: chunkKiB * 2, RaidDisks: o.raidDevices, AssumeClean: o.assumeClean,
+		SizeSectors: o.sizeKiB * 2}
 	switch lv {
 	case superblock.LevelRAID0:
 		// mdadm 4.2's Build leaves raid0's layout UnSet (-1; its detail

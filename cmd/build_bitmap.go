@@ -107,6 +107,11 @@ func (o *buildOptions) buildBitmapFile(size uint64, uri string) (string, error) 
 	if uri != "" {
 		return "", exitf(ExitFailure, "Cannot open %s: %s", uri, openReason(os.ErrNotExist))
 	}
+	// Build.c's size for CreateBitmap: --size in KiB when given (taken
+	// as bytes: its "FIXME"), lowered to any member's byte size below it
+	if o.sizeKiB != 0 {
+		size = min(size, o.sizeKiB)
+	}
 	sectors := size >> 9
 	h := &bitmap.Header{Magic: bitmap.Magic, Version: bitmap.Version, SyncSize: sectors,
 		ChunkSize: uint32(plan.FileBitmapChunk(sectors, o.bmChunk)), DaemonSleep: plan.DefaultBitmapDelay,

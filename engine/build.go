@@ -25,6 +25,11 @@ type BuildParams struct {
 	// AssumeClean: md_set_array_info with MD_SB_CLEAN (recovery_cp =
 	// MaxSector); otherwise a redundant array starts with a resync.
 	AssumeClean bool
+	// SizeSectors is SET_ARRAY_INFO's size (mdadm -B --size), 0 for the
+	// smallest member's: md 6.1 takes the smaller of the two as the
+	// component size, which raid1 and raid10 use; raid0 and linear use
+	// the whole members whatever it says.
+	SizeSectors uint64
 	// WriteMostly, if set, has one entry per device given to OpenBuild:
 	// ADD_NEW_DISK's MD_DISK_WRITEMOSTLY (mdadm -B ... -W DEV).
 	WriteMostly []bool
@@ -63,6 +68,9 @@ func buildAssembly(devs []Device, bp BuildParams) (*assembly, error) {
 	comp := ^uint64(0)
 	for _, d := range devs {
 		comp = min(comp, uint64(d.Geometry().Size)>>9)
+	}
+	if bp.SizeSectors != 0 {
+		comp = min(comp, bp.SizeSectors)
 	}
 	resync := uint64(0)
 	if bp.AssumeClean {

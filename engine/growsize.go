@@ -245,6 +245,15 @@ func (a *Array) memberSizes(sectors, cur uint64) error {
 		}
 		devSec := uint64(devSize) / 512
 		sb := m.ls.sb
+		if a.opts.NotPersistent {
+			// rdev_size_store of an array without superblocks: nothing
+			// to write, the member is the whole device (data_offset
+			// 0). md also takes a size beyond the device's end for
+			// such a member (its I/O there then fails); the engine
+			// keeps the device's size, so update_size refuses it.
+			sb.DataSize = devSec
+			continue
+		}
 		num := sectors
 		var sbStart uint64
 		if m.ls.offset < sb.DataOffset {

@@ -33,7 +33,8 @@ func buildStatus(st *Status, a *engine.Array) {
 // not handled for build arrays. Fail, remove, --add (a spare with no
 // superblock, as md's ADD_NEW_DISK of a non-persistent array), --re-add
 // (build_readd.go), sync actions, read-only switches, a raid1's number of
-// mirrors (raid1_reshape; md_update_sb writes nothing) and bitmap changes
+// mirrors (raid1_reshape; md_update_sb writes nothing), the component
+// and array sizes (no superblock to record them in) and bitmap changes
 // (a bitmap file let go; an internal one refused as mdadm's load_super
 // refuses it, grow_bitmap.go) run.
 func (s *Service) refuseBuilt(op string) error {
@@ -41,7 +42,7 @@ func (s *Service) refuseBuilt(op string) error {
 		return nil
 	}
 	switch op {
-	case OpReplace, OpReshape, OpGrowSize, OpArraySize, OpLevel:
+	case OpReplace, OpReshape, OpLevel:
 		return Errorf(CodeUnsupported, "%s: not supported on an array without superblocks", op)
 	}
 	return nil
