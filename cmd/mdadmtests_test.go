@@ -83,6 +83,10 @@ var mdadmTests = []mdadmTest{
 	{name: "05r5-internalbitmap", devs: 5, final: []int{1, 2, 3}},
 	{name: "06name", devs: 5, final: []int{0, 1}},
 	{name: "00readonly", devs: 5},
+	// INTEGRITY=yes tests on 4 MiB members: every member failed, read
+	// around and recovered, in every raid5 (raid6) layout
+	{name: "01r5integ", devs: 4, size: 4 << 20, final: []int{0, 1, 2, 3}},
+	{name: "01raid6integ", devs: 5, size: 4 << 20, final: []int{0, 1, 2, 3, 4}},
 	{name: "07autoassemble", devs: 5, final: []int{0, 1}, inVM: true},
 	// not one of mdadm's tests: raid10 -> raid0 -> raid10 (issue 14); in
 	// the VM, where mdtool's members have the loop devices' names that
@@ -616,6 +620,8 @@ var mdadmGuestCost = map[string]int{
 	"00readonly":                     88,
 	"01r1fail":                       19,
 	"01r5fail":                       26,
+	"01r5integ":                      40,
+	"01raid6integ":                   90,
 	"01replace":                      100,
 	"01replace-090":                  96,
 	"02r1add":                        17,

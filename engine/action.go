@@ -100,10 +100,11 @@ func (a *Array) driveSpan(ctx context.Context, act syncAction, cp *cpRule, p, en
 			return p, err
 		}
 		// inside a span too: without a bitmap one span is the whole
-		// range; every record md makes within the unit just done
-		for p < total {
+		// range; every record md makes within the unit just done, the
+		// last unit's too (md records them before it reaches the end)
+		for {
 			at, ok := cp.within(p)
-			if !ok {
+			if !ok || at >= total {
 				break
 			}
 			act.checkpoint(at, true)

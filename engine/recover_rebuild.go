@@ -123,12 +123,12 @@ func (r *recoverAction) spanDone(s uint64, work, aborted bool) {
 // what wakes it is the recovery's I/O: while a recovery only skips chunks
 // (a re-add whose chunks the bitmap has clean) nothing is written, and the
 // end of the recovery records the position with the rest.
-func (r *recoverAction) checkpoint(_ uint64, forced bool) {
+func (r *recoverAction) checkpoint(pos uint64, forced bool) {
 	if !forced && !r.io {
 		return
 	}
 	r.io = false
-	r.a.recoveryCheckpoint(r.targets, false)
+	r.a.recoveryCheckpoint(r.targets, pos, false)
 }
 
 func (r *recoverAction) finish(pos uint64, err error) error {
@@ -148,7 +148,7 @@ func (r *recoverAction) finish(pos uint64, err error) error {
 	}
 	if !completed {
 		// md_do_sync on interruption: recovery_offset = where it got to.
-		a.recoveryCheckpoint(r.targets, true)
+		a.recoveryCheckpoint(r.targets, ^uint64(0), true)
 		return err
 	}
 	if r.hasBM && !r.still {
@@ -179,10 +179,10 @@ func advance(m *member, s uint64) {
 	}
 }
 
-// recoveryCheckpoint records the targets' positions as their
-// recovery_offset (curr_resync_completed) in the superblocks; force
-// writes them even when nothing moved.
-func (a *Array) recoveryCheckpoint(targets []*member, force bool) {
+// recoveryCheckpoint records the targets' positions, at most at (md's
+// record inside a unit), as their recovery_offset (curr_resync_completed)
+// in the superblocks; force writes them even when nothing moved.
+func (a *Array) recoveryCheckpoint(targets []*member, at uint64, force bool) {
 	a.meta.mu.Lock()
 	defer a.meta.mu.Unlock()
 	changed := force
@@ -191,7 +191,9 @@ func (a *Array) recoveryCheckpoint(targets []*member, force bool) {
 		if t.State() != Recovering {
 			continue
 		}
-		if r := t.recovery.Load(); r > t.recCP.Load() {
+		// md_update_sb: recovery_offset = curr_resync_completed, the
+		// position md recorded, which may lie inside the unit just done
+		if r := min(t.recovery.Load(), at); r > t.recCP.Load() {
 			t.recCP.Store(r)
 			changed = true
 		}
