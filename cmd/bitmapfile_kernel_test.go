@@ -105,17 +105,11 @@ mdvm-crash 0
 	}
 
 	// kernel -> mdtool
-	// the crash left the new file's inode in the journal: replay it
-	// (e2fsck exits 1 when it fixed something), then copy the file out
+	// the crash left the new file's inode in the journal: replay it,
+	// then copy the file out
 	bbm := filepath.Join(dir, "b.bm")
-	if o, err := exec.Command("e2fsck", "-fy", fsImg).CombinedOutput(); err != nil {
-		if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() >= 4 {
-			t.Fatalf("e2fsck: %v %s", err, o)
-		}
-	}
-	if o, err := exec.Command("debugfs", "-R", "dump /b.bm "+bbm, fsImg).CombinedOutput(); err != nil {
-		t.Fatalf("debugfs dump: %v %s", err, o)
-	}
+	e2fsckReplay(t, fsImg)
+	debugfsDump(t, fsImg, "/b.bm", bbm)
 	// safe_mode_delay 0 kept the array active (no clean mark between two
 	// of the guest's slow writes): the crash left it dirty.
 	if ro := readSB12(t, bdevs[0]).ResyncOffset; ro == superblock.MaxSector {
@@ -187,4 +181,23 @@ func bitmapChunkOf(t *testing.T, bmf string) int {
 	}
 	n, _ := strconv.Atoi(m[1])
 	return n << 10
+}
+
+// e2fsckReplay repairs an ext4 image a guest crash left (its journal
+// replayed); e2fsck exits 1 or 2 when it fixed something.
+func e2fsckReplay(t *testing.T, img string) {
+	t.Helper()
+	if o, err := exec.Command("e2fsck", "-fy", img).CombinedOutput(); err != nil {
+		if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() >= 4 {
+			t.Fatalf("e2fsck: %v %s", err, o)
+		}
+	}
+}
+
+// debugfsDump copies the file at path in the ext4 image img to dst.
+func debugfsDump(t *testing.T, img, path, dst string) {
+	t.Helper()
+	if o, err := exec.Command("debugfs", "-R", "dump "+path+" "+dst, img).CombinedOutput(); err != nil {
+		t.Fatalf("debugfs dump: %v %s", err, o)
+	}
 }

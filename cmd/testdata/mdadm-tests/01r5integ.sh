@@ -4,7 +4,8 @@
 # recovered. mdadm's test writes "tar cf - /etc" and compares sha1sums
 # of $md0; here the whole array is filled with seq's output and each read
 # is a step of the log ("as written" or the md5 that differs): mdadm
-# through the md device, mdtool through its NBD socket.
+# through the md device, mdtool through its NBD socket (fill, readback
+# and waitclean in prelude.sh).
 #
 # mdadm's test removes each member with "-r DEV", which mdadm 4.2 reads
 # as -r with DEV as its argument ("r:" in its short options, for
@@ -13,43 +14,6 @@
 # --add is "Device or resource busy" and the next --fail breaks the array
 # (so does mdtool, seen in a first translation). Here "-r" stays, logged,
 # and "--remove" follows it.
-# waitclean waits (at most 30 s, not compared) for md's safe mode to mark
-# the array clean after the writes: a --fail while it is still active
-# costs other events, and how long the reads take differs between the
-# worlds.
-waitclean() {
-	n=0
-	while [ $n -lt 300 ] && ! "$BIN" --detail "$1" 2>/dev/null | grep -Eq "^ *State : clean"; do
-		sleep 0.1
-		n=$((n + 1))
-	done
-}
-arraykib() {
-	"$BIN" --detail "$1" | sed -n 's/^ *Array Size : \([0-9]*\) .*/\1/p'
-}
-fill() {
-	seq 1 100000000 | head -c $(($(arraykib "$1") * 1024)) >"$targetdir/fill"
-	case "$BIN" in
-	*mdtool*) nbdcopy "$targetdir/fill" "nbd+unix:///?socket=$("$BIN" --detail "$1" | sed -n 's/^ *NBD Socket : //p')" ;;
-	*) dd if="$targetdir/fill" of="$1" bs=1M conv=fsync 2>/dev/null ;;
-	esac
-}
-readback() {
-	case "$BIN" in
-	*mdtool*) h=$(nbdcopy "nbd+unix:///?socket=$("$BIN" --detail "$1" | sed -n 's/^ *NBD Socket : //p')" - | md5sum | cut -d' ' -f1) ;;
-	*)
-		blockdev --flushbufs "$1"
-		h=$(md5sum <"$1" | cut -d' ' -f1)
-		;;
-	esac
-	{
-		echo "### data $1 $2"
-		[ "$h" = "$(md5sum <"$targetdir/fill" | cut -d' ' -f1)" ] && echo "as written" || echo "differs: $h"
-		echo "--- stderr"
-		echo "--- rc=0"
-	} >>"$LOG"
-}
-
 for layout in ls rs la ra; do
 	mdadm -CR $md0 -l5 --layout $layout -n4 $dev0 $dev1 $dev2 $dev3
 	settle $md0

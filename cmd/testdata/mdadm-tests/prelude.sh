@@ -67,3 +67,43 @@ writedata() {
 	esac
 	rm -f "$targetdir/pattern"
 }
+
+# waitclean waits (at most 30 s, not compared) for md's safe mode to mark
+# the array clean after the writes: a --fail while it is still active
+# costs other events, and how long the reads take differs between the
+# worlds.
+waitclean() {
+	n=0
+	while [ $n -lt 300 ] && ! "$BIN" --detail "$1" 2>/dev/null | grep -Eq "^ *State : clean"; do
+		sleep 0.1
+		n=$((n + 1))
+	done
+}
+# fill writes seq's output over the whole array $1 (01*integ) and keeps it
+# as $targetdir/fill; readback logs whether the whole array reads back as
+# that ("as written") as a step of its own, $2 naming the moment.
+arraykib() {
+	"$BIN" --detail "$1" | sed -n 's/^ *Array Size : \([0-9]*\) .*/\1/p'
+}
+fill() {
+	seq 1 100000000 | head -c $(($(arraykib "$1") * 1024)) >"$targetdir/fill"
+	case "$BIN" in
+	*mdtool*) nbdcopy "$targetdir/fill" "nbd+unix:///?socket=$("$BIN" --detail "$1" | sed -n 's/^ *NBD Socket : //p')" ;;
+	*) dd if="$targetdir/fill" of="$1" bs=1M conv=fsync 2>/dev/null ;;
+	esac
+}
+readback() {
+	case "$BIN" in
+	*mdtool*) h=$(nbdcopy "nbd+unix:///?socket=$("$BIN" --detail "$1" | sed -n 's/^ *NBD Socket : //p')" - | md5sum | cut -d' ' -f1) ;;
+	*)
+		blockdev --flushbufs "$1"
+		h=$(md5sum <"$1" | cut -d' ' -f1)
+		;;
+	esac
+	{
+		echo "### data $1 $2"
+		[ "$h" = "$(md5sum <"$targetdir/fill" | cut -d' ' -f1)" ] && echo "as written" || echo "differs: $h"
+		echo "--- stderr"
+		echo "--- rc=0"
+	} >>"$LOG"
+}
