@@ -497,9 +497,13 @@ func runMdadmSuite(t *testing.T, bin, root string, tests []mdadmTest) {
 	} else {
 		out := execBeside(t, share, mdvm.Run{Share: share, Script: mdadmTestVMScript(tests), Bins: append([]string{bin}, mdadmBmfBins(tests)...), Mem: 2048, Timeout: 2700 * time.Second,
 			Disks: mdadmBmfDisks(t, root, tests), Modules: mdadmBmfModules(tests)}, host)
-		if len(out) > 0 {
-			t.Logf("VM output:\n%s", out)
-		}
+		// after the entries' reports, and only on a failure: the guest's
+		// output is long, and CI shows the head of a failure's report
+		defer func() {
+			if t.Failed() && len(out) > 0 {
+				t.Logf("VM output:\n%s", out)
+			}
+		}()
 	}
 	masksUsed := map[int]bool{}
 	defer func() {

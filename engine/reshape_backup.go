@@ -97,8 +97,8 @@ func (a *Array) startInPlace(bf BackupFile, sh reshapeShape, delta int, spares [
 	if err := a.pers.read(buf.b[:end<<9], 0); err != nil {
 		return err
 	}
-	h := &backupfile.Header{Version: 1, SetUUID: a.uuid, Mtime: uint64(a.opts.Clock().Unix()),
-		DevStart: backupfile.DataStart / 512, Length: end}
+	h := a.newBackupHeader()
+	h.Mtime, h.Length = uint64(a.opts.Clock().Unix()), end
 	if err := writeBackup(bf, h, buf.b[:end<<9]); err != nil {
 		return err
 	}
@@ -127,6 +127,17 @@ func (a *Array) startInPlace(bf BackupFile, sh reshapeShape, delta int, spares [
 	}
 	h.Length, h.Mtime = 0, uint64(a.opts.Clock().Unix())
 	return writeBackup(bf, h, nil) // forget_backup
+}
+
+// backupTag marks every backup header the engine writes (in the pad,
+// which mdadm zeroes and ignores): an empty header is the engine's own
+// (slideForgotten) only when it carries the tag.
+var backupTag = [16]byte{'m', 'd', 't', 'o', 'o', 'l'}
+
+// newBackupHeader is an empty version 1 header for this array, its data
+// at mdadm's devstart, tagged as the engine's.
+func (a *Array) newBackupHeader() *backupfile.Header {
+	return &backupfile.Header{Version: 1, SetUUID: a.uuid, DevStart: backupfile.DataStart / 512, Tag: backupTag}
 }
 
 // writeBackup writes data at the header's devstart and the header 4 KiB

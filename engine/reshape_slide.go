@@ -92,7 +92,7 @@ func (a *Array) startInPlaceSlide(bf BackupFile, sh reshapeShape, delta int, spa
 	if delta < 0 && uint64(a.size>>9) > rs.New.ArraySectors() {
 		return ErrShrinkSize
 	}
-	sl := &slideState{bf: bf, h: backupfile.Header{Version: 1, SetUUID: a.uuid, DevStart: backupfile.DataStart / 512}}
+	sl := &slideState{bf: bf, h: *a.newBackupHeader()}
 	if err := sl.write(a, nil); err != nil {
 		return err
 	}
@@ -347,9 +347,15 @@ func (ra *reshapeAction) endSlide() error {
 
 // slideForgotten says whether the backup file given for the restart of
 // an in-place reshape that keeps or lowers the data devices holds this
-// array's header with no section: mdtool stopped the reshape cleanly
-// (forget_backup after recording the position). mdadm 4.2's Grow_restart
-// refuses that for the same count; mdtool continues.
+// array's header with no section, written by the engine (backupTag): it
+// stopped the reshape cleanly (forget_backup after recording the
+// position), or it had moved nothing since it recorded it (the header
+// written empty at the start or after a restore; every window moved
+// after that leaves a part live). mdadm 4.2's Grow_restart refuses an
+// empty header for the same count; mdtool continues from its own. An
+// empty header mdadm's child wrote (forget_backup between two windows,
+// with md possibly far beyond the recorded position) has no tag: the
+// restart is refused as mdadm refuses it.
 func (a *Array) slideForgotten(ref *superblock.Superblock) bool {
 	bf := a.opts.ReshapeBackup
 	if bf == nil {
@@ -360,7 +366,7 @@ func (a *Array) slideForgotten(ref *superblock.Superblock) bool {
 		return false
 	}
 	h, err := backupfile.Decode(hb)
-	return err == nil && h.SetUUID == ref.SetUUID && len(h.Sections()) == 0
+	return err == nil && h.SetUUID == ref.SetUUID && h.Tag == backupTag && len(h.Sections()) == 0
 }
 
 // attachSlide gives an assembled in-place reshape that keeps or lowers
@@ -375,7 +381,7 @@ func (a *Array) attachSlide(ref *superblock.Superblock) {
 	if g := a.rs.geo; g.New.DataDisks() > g.Old.DataDisks() {
 		return
 	}
-	a.rs.slide = &slideState{bf: bf, h: backupfile.Header{Version: 1, SetUUID: a.uuid, DevStart: backupfile.DataStart / 512}}
+	a.rs.slide = &slideState{bf: bf, h: *a.newBackupHeader()}
 }
 
 // UsesReshapeBackup says whether the running reshape writes its backup

@@ -305,7 +305,8 @@ func checkSlideEnd(t *testing.T, c slideCase, devs []*MemDevice, sb0 *superblock
 // interrupted (the sync thread stopped) forgets its section and lets its
 // held window go; the array serves it meanwhile, and a reassembly with
 // the file (the empty header of this array) continues and finishes it,
-// while one without the file is refused (Grow_restart).
+// while one without the file, or with an empty header that is not the
+// engine's (mdadm's), is refused (Grow_restart).
 func TestReshapeInPlaceSlideStop(t *testing.T) {
 	mems := create(t, spec{level: "raid5", n: 3, chunkKiB: 64, devMiB: []int{3}})
 	a := open(t, mems, recoverOptions())
@@ -348,6 +349,18 @@ func TestReshapeInPlaceSlideStop(t *testing.T) {
 	}
 	if _, err := Open(probe, recoverOptions()); !errors.Is(err, ErrBackupNeeded) {
 		t.Fatalf("without the backup file: %v, want ErrBackupNeeded", err)
+	}
+	// the same empty header as mdadm's child leaves it between two
+	// windows (forget_backup; its pad zeroed): md may have run past the
+	// recorded position, Grow_restart refuses, and so does the engine
+	untagged := *h
+	untagged.Tag = [16]byte{}
+	mb := &memBackup{b: append([]byte(nil), bf.b...)}
+	copy(mb.b, backupfile.Encode(&untagged))
+	po := recoverOptions()
+	po.ReshapeBackup = mb
+	if _, err := Open(probe, po); !errors.Is(err, ErrBackupNeeded) {
+		t.Fatalf("with mdadm's empty header: %v, want ErrBackupNeeded", err)
 	}
 	o := recoverOptions()
 	o.ReshapeBackup = bf

@@ -46,6 +46,7 @@ const (
 	OffLength2     = 88
 	OffCsum2       = 96
 	OffPad         = 100
+	OffTag         = 256 // in the pad: Header.Tag
 )
 
 // Header is a decoded mdp_backup_super. Sectors are 512 bytes.
@@ -59,6 +60,9 @@ type Header struct {
 	DevStart2   uint64 // version 2: sectors after DevStart of the second section
 	ArrayStart2 uint64
 	Length2     uint64
+	// Tag is 16 bytes of the pad naming the header's writer (zero in
+	// every header mdadm writes: its child clears the struct first)
+	Tag [16]byte
 }
 
 // Errors Decode returns (wrapped in a *FormatError).
@@ -116,6 +120,7 @@ func Encode(h *Header) []byte {
 		le.PutUint64(b[OffLength2:], h.Length2)
 		le.PutUint32(b[OffCsum2:], Checksum(b, OffCsum2))
 	}
+	copy(b[OffTag:], h.Tag[:])
 	return b
 }
 
@@ -151,6 +156,7 @@ func Decode(b []byte) (*Header, error) {
 		h.ArrayStart2 = le.Uint64(b[OffArrayStart2:])
 		h.Length2 = le.Uint64(b[OffLength2:])
 	}
+	copy(h.Tag[:], b[OffTag:])
 	return &h, nil
 }
 

@@ -50,6 +50,10 @@ func TestOffsets(t *testing.T) {
 			t.Errorf("%s at %d, mdadm's struct has it at %d", c.name, c.got, c.want)
 		}
 	}
+	// the tag lies in the pad, after every byte mdadm checks or compares
+	if OffTag < OffPad || OffTag+16 > Size {
+		t.Errorf("tag at %d is not in the pad [%d, %d)", OffTag, OffPad, Size)
+	}
 	if unsafe.Sizeof(s) != Size {
 		t.Errorf("struct size %d, want %d", unsafe.Sizeof(s), Size)
 	}
@@ -78,6 +82,7 @@ func TestRoundTrip(t *testing.T) {
 	for _, h := range []Header{
 		{Version: 1, SetUUID: [16]byte{1, 2, 3}, Mtime: 1700000000, DevStart: 8, ArrayStart: 0, Length: 768},
 		{Version: 2, Mtime: 5, DevStart: 8, ArrayStart: 100, Length: 10, DevStart2: 10, ArrayStart2: 300, Length2: 20},
+		{Version: 2, DevStart: 8, Tag: [16]byte{'t', 'a', 'g'}},
 	} {
 		b := Encode(&h)
 		if len(b) != Size || string(b[:16]) != map[int]string{1: Magic1, 2: Magic2}[h.Version] {
