@@ -183,9 +183,22 @@ var mdadmKnown = []mdadmKnownDiff{
 	// SET_ARRAY_INFO for raid_disks). Every -E's Events is compared
 	// (-D after each step: 40, 40, 43, 49, 56, 59, 91, 94 in both). The
 	// kernel's 10 s timer could add records under a slow TCG guest; the
-	// steps take about a second there.
+	// steps take about a second there. On a loaded host (three busy
+	// loops beside both guests, 2 cores) the kernel once made one event
+	// fewer in the second part (the raid6 create's resync and the
+	// degraded shrink: 48, 55, 58, 90, 93; -E 93, 90, 50, 48): md's sync
+	// thread asks for a record every 1/16 and the md thread writes what
+	// is pending when it runs, so two requests can make one update (the
+	// raid6 create's resync varies so in 05r6-bitmapfile too). Those
+	// counts are compared within [mdtool's - 1, mdtool's]
+	// (mdadmEventBands, in init below); the first part's stay exact.
 
 	{test: "01r5fail", from: "-E DEV0|-E DEV1|-E DEV2|-E DEV3|-E DEV4|-E DEV5", timing: true, item: "events of the create's recovery interrupted by --fail"}}
+
+func init() {
+	mdadmKnown = append(mdadmKnown, mdadmEventBands("07changelevels", "raid6 create's resync and degraded shrink",
+		[][2]int{{48, 49}, {50, 51}, {55, 56}, {58, 59}, {90, 91}, {93, 94}})...)
+}
 
 const mdadmTestDevSize = 20000 << 10
 
