@@ -32,6 +32,7 @@ var rooms = []room{
 	{pattern: "engine/layout", rank: 1},
 	{pattern: "engine/parity", rank: 1},
 	{pattern: "engine/backupfile", rank: 1, leaf: true},
+	{pattern: "engine/r5log", rank: 1, leaf: true},
 	{pattern: "engine/wib", rank: 2},
 	{pattern: "internal/nbdclient", rank: 2},
 	{pattern: "engine", rank: 3},
