@@ -161,6 +161,8 @@ type Array struct {
 	stripeCache int
 	n           int
 	roles       []*member // by role, nil = missing
+	jm          *member   // the write journal's member (journal.go), nil: none
+	jnl         *journal  // the running write journal, nil: none or read-only
 	all         []*member // every device given to Open that took part
 	devs        []Device
 	size        int64 // bytes
@@ -250,6 +252,9 @@ func openAssembled(devs []Device, as *assembly, opts Options) (*Array, error) {
 	if err := a.loadState(ref); err != nil {
 		return nil, err
 	}
+	if err := a.openJournal(ref); err != nil {
+		return nil, err
+	}
 	a.bm = noBitmap{}
 	if ref.FeatureMap&superblock.FeatureBitmapOffset != 0 && a.redundant() && opts.BitmapFile == nil {
 		if err := a.openBitmap(as); err != nil {
@@ -271,6 +276,9 @@ func openAssembled(devs []Device, as *assembly, opts Options) (*Array, error) {
 		if err := a.restoreBackup(restore); err != nil {
 			return nil, err
 		}
+	}
+	if err := a.recoverJournal(); err != nil {
+		return nil, err
 	}
 	a.startDaemon()
 	for _, m := range a.all {
@@ -363,6 +371,11 @@ func (a *Array) addMembers(as *assembly) {
 	for _, i := range as.spares {
 		m := mk(i, -1)
 		m.state.Store(uint32(Spare))
+	}
+	if as.journal >= 0 {
+		m := mk(as.journal, -1)
+		m.state.Store(uint32(Journal))
+		a.jm = m
 	}
 	for role, i := range as.repl {
 		// A replacement that was being rebuilt: resumed by the sync thread.
@@ -826,6 +839,9 @@ func (a *Array) write(p []byte, off int64, fua bool) (int, error) {
 		return 0, err
 	}
 	defer a.writeEnd(key)
+	if a.jnl != nil && (off|int64(len(p)))&(pageSectors<<9-1) != 0 {
+		return a.jnl.subPageWrite(p, off, fua)
+	}
 	done := int64(0)
 	err := a.pieces(off, int64(len(p)), func(o, n int64, full bool) error {
 		err := a.pers.write(p[o-off:o-off+n], uint64(o>>9), full, fua)
@@ -968,6 +984,9 @@ func (a *Array) zeroOrDiscard(off, n int64, discard bool) error {
 		return err
 	}
 	defer a.writeEnd(key)
+	if a.jnl != nil {
+		return a.jnl.zero(off, n, discard)
+	}
 	return a.pieces(off, n, func(o, l int64, full bool) error {
 		return a.pers.zero(uint64(o>>9), uint64(l>>9), full, discard)
 	})
@@ -997,6 +1016,11 @@ func (a *Array) Close() error {
 	}
 	var errs []error
 	if !a.opts.ReadOnly {
+		if a.jnl != nil {
+			if err := a.jnl.close(); err != nil {
+				errs = append(errs, err)
+			}
+		}
 		if err := a.stopWrites(); err != nil {
 			errs = append(errs, err)
 		}

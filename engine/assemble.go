@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"mdtool/bitmap"
+	"mdtool/engine/layout"
 	"mdtool/superblock"
 )
 
@@ -92,6 +93,8 @@ const (
 	Faulty
 	// Missing: a role without a device.
 	Missing
+	// Journal: the raid4/5/6 write journal (r5l log); no role, no data.
+	Journal
 )
 
 func (s MemberState) String() string {
@@ -106,6 +109,8 @@ func (s MemberState) String() string {
 		return "faulty"
 	case Missing:
 		return "missing"
+	case Journal:
+		return "journal"
 	}
 	return fmt.Sprintf("MemberState(%d)", int(s))
 }
@@ -129,6 +134,7 @@ type assembly struct {
 	stale   []int          // device indexes left out (too old, faulty, duplicate, refused)
 	refused []int          // device indexes whose superblock failed validation
 	repl    map[int]int    // role -> device index of its replacement
+	journal int            // device index of the write journal, -1: none
 }
 
 // assemble decides, like mdadm --assemble plus the kernel's
@@ -137,7 +143,7 @@ func assemble(devs []Device, minor int) (*assembly, error) {
 	if len(devs) == 0 {
 		return nil, errors.New("engine: no devices")
 	}
-	as := &assembly{supers: make([]*loadedSuper, len(devs))}
+	as := &assembly{supers: make([]*loadedSuper, len(devs)), journal: -1}
 	for i, d := range devs {
 		ls, err := loadSuper(d, minor)
 		if err != nil {
@@ -168,9 +174,16 @@ func assemble(devs []Device, minor int) (*assembly, error) {
 				superblock.FormatUUID(ls.sb.SetUUID), superblock.FormatUUID(ref.SetUUID))
 		}
 	}
-	if ref.FeatureMap&(superblock.FeatureJournal|superblock.FeaturePPL|
-		superblock.FeatureMultiplePPLs|superblock.FeatureClustered) != 0 {
-		return nil, fmt.Errorf("%w: feature map 0x%x (journal, PPL or cluster)", ErrUnsupported, ref.FeatureMap)
+	if ref.FeatureMap&(superblock.FeaturePPL|superblock.FeatureMultiplePPLs|superblock.FeatureClustered) != 0 {
+		return nil, fmt.Errorf("%w: feature map 0x%x (PPL or cluster)", ErrUnsupported, ref.FeatureMap)
+	}
+	if ref.FeatureMap&superblock.FeatureJournal != 0 {
+		if l := layout.Level(ref.Level); l != layout.RAID4 && l != layout.RAID5 && l != layout.RAID6 {
+			return nil, fmt.Errorf("%w: a write journal on %v", ErrUnsupported, l)
+		}
+		if ref.FeatureMap&superblock.FeatureReshapeActive != 0 {
+			return nil, fmt.Errorf("%w: a reshape with a write journal", ErrUnsupported)
+		}
 	}
 	// During a reshape that removes devices, the roles above the new
 	// raid_disks still hold data (StateSlots).
@@ -192,6 +205,18 @@ func assemble(devs []Device, minor int) (*assembly, error) {
 		switch {
 		case own == superblock.RoleSpare && refRole == superblock.RoleSpare:
 			as.spares = append(as.spares, i)
+			continue
+		case own == superblock.RoleJournal && ref.FeatureMap&superblock.FeatureJournal != 0 &&
+			refRole == superblock.RoleJournal && sb.Events+1 >= ref.Events:
+			// super_1_validate: a journal no more than one event behind
+			if j := as.journal; j >= 0 {
+				if as.supers[j].sb.Events >= sb.Events {
+					as.stale = append(as.stale, i)
+					continue
+				}
+				as.stale = append(as.stale, j)
+			}
+			as.journal = i
 			continue
 		case !superblock.ActiveRole(own) || int(own) >= n:
 			as.stale = append(as.stale, i)

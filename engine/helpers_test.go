@@ -19,6 +19,7 @@ type spec struct {
 	devMiB   []int // per device size in MiB (len 1: all equal)
 	bitmap   bool
 	metadata string
+	journal  bool // one more device: the write journal (--write-journal)
 }
 
 func (s spec) String() string {
@@ -35,6 +36,9 @@ func (s spec) String() string {
 	}
 	if s.metadata != "" {
 		l += "-v" + s.metadata
+	}
+	if s.journal {
+		l += "-journal"
 	}
 	return l
 }
@@ -62,10 +66,11 @@ func create(t testing.TB, s spec) []*MemDevice {
 func createChunk(t testing.TB, s spec, bmChunk uint64) []*MemDevice {
 	t.Helper()
 	var devs []plan.Device
-	mems := make([]*MemDevice, s.n)
+	n := s.n + b2i(s.journal)
+	mems := make([]*MemDevice, n)
 	for i := range mems {
 		mems[i] = NewMemDevice(s.devSize(i))
-		devs = append(devs, plan.Device{Path: fmt.Sprintf("/dev/test%d", i), Sectors: uint64(s.devSize(i)) >> 9})
+		devs = append(devs, plan.Device{Path: fmt.Sprintf("/dev/test%d", i), Sectors: uint64(s.devSize(i)) >> 9, Journal: i == s.n})
 	}
 	bm := "none"
 	if s.level == "raid0" || s.level == "linear" {

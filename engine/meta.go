@@ -71,6 +71,11 @@ type metaState struct {
 	canDecrease bool
 	changeDevs  bool        // MD_SB_CHANGE_DEVS
 	devsDirty   atomic.Bool // a member failed since the superblocks were written
+	// journalClean is MD_JOURNAL_CLEAN: the write journal covers the
+	// writes in flight, so an active array records resync_offset
+	// MaxSector; journalTail is the journal member's journal_tail.
+	journalClean bool
+	journalTail  uint64
 }
 
 // writeStart is md_write_start: count the write, and when the array is
@@ -216,10 +221,11 @@ func (a *Array) updateSuperLocked(force bool) error {
 		var failedMu sync.Mutex
 		var failed []*member
 		for _, m := range a.all {
-			if !m.writable() && m.State() != Spare {
+			if !m.writable() && m.State() != Spare && m.State() != Journal {
 				continue // faulty members get no superblock writes
 			}
-			if m.role < 0 && (m.sbEvents == a.meta.events || (nospares && m.sbEvents+1 == a.meta.events)) {
+			// md gives the journal raid_disk 0: never skipped as a spare
+			if m.role < 0 && m.State() != Journal && (m.sbEvents == a.meta.events || (nospares && m.sbEvents+1 == a.meta.events)) {
 				continue
 			}
 			buf := a.syncSuper(m, utime)
@@ -275,7 +281,7 @@ func writeDurable(d Device, p []byte, off int64) error {
 // member's logical block size, the rest of the 4 KiB area as read).
 func (a *Array) syncSuper(m *member, utime superblock.Time) []byte {
 	sb := m.ls.sb
-	keep := sb.FeatureMap & (superblock.FeatureBadBlocks | superblock.FeatureRAID0Layout)
+	keep := sb.FeatureMap & (superblock.FeatureBadBlocks | superblock.FeatureRAID0Layout | superblock.FeatureJournal)
 	if a.reshaping() {
 		keep |= sb.FeatureMap & reshapeBits // the reshape fields stay as they were
 		sb.ReshapePosition = a.rs.safe.Load()
@@ -291,10 +297,17 @@ func (a *Array) syncSuper(m *member, utime superblock.Time) []byte {
 	sb.UTime = utime
 	sb.Events = a.meta.events
 	sb.Size = a.superDevSectors(sb.Size)
-	if a.meta.inSync {
+	switch {
+	case a.meta.inSync:
 		sb.ResyncOffset = a.meta.recoveryCP
-	} else {
+	case a.meta.journalClean:
+		// super_1_sync: MD_JOURNAL_CLEAN, the log covers what is in flight
+		sb.ResyncOffset = superblock.MaxSector
+	default:
 		sb.ResyncOffset = 0
+	}
+	if m.State() == Journal {
+		sb.RecoveryOffset = a.meta.journalTail // journal_tail shares the field
 	}
 	sb.CntCorrectedRead = m.corrected.Load()
 	if m.failFast {
@@ -349,6 +362,8 @@ func (a *Array) syncSuper(m *member, utime superblock.Time) []byte {
 			sb.DevRoles[i] = superblock.RoleFaulty
 		case InSync, Recovering:
 			sb.DevRoles[i] = uint16(o.role)
+		case Journal:
+			sb.DevRoles[i] = superblock.RoleJournal
 		default:
 			sb.DevRoles[i] = superblock.RoleSpare
 		}

@@ -6,6 +6,7 @@ import (
 
 	"mdtool/engine/layout"
 	"mdtool/engine/parity"
+	"mdtool/engine/r5log"
 )
 
 // stripedPers serves raid4, raid5 and raid6.
@@ -57,6 +58,7 @@ type stripeWork struct {
 	ol   *opList
 	pb   []byte
 	qb   []byte
+	jc   []r5log.StripeWrite // the write journal's stripes (journal.go)
 }
 
 var workPool sync.Pool
@@ -459,8 +461,10 @@ func (sp *stripedPers) writeFull(p []byte, sector uint64, K int, fua bool, zeroe
 				sp.computeParity(w)
 			}
 		}
-		degraded = sp.fullOpsPerChunk(w, p, pAll, qAll, s0, K, fill) || degraded
-		for pass := 0; pass < 2; pass++ {
+		var deg bool
+		deg, err = sp.fullOpsPerChunk(w, p, pAll, qAll, s0, K, fill)
+		degraded = deg || degraded
+		for pass := 0; pass < 2 && err == nil; pass++ {
 			for i := range w.ol.ops {
 				op := &w.ol.ops[i]
 				if op.err == nil {
@@ -506,7 +510,7 @@ func (sp *stripedPers) writeFull(p []byte, sector uint64, K int, fua bool, zeroe
 // once; the parity chunks, which fill computes into pAll/qAll (the member
 // write buffers) meanwhile, follow. It reports whether a member was
 // skipped or not in sync.
-func (sp *stripedPers) fullOpsPerChunk(w *stripeWork, p, pAll, qAll []byte, s0 uint64, K int, fill func()) (degraded bool) {
+func (sp *stripedPers) fullOpsPerChunk(w *stripeWork, p, pAll, qAll []byte, s0 uint64, K int, fill func()) (degraded bool, err error) {
 	a, g, c := sp.a, sp.g, sp.chunk()
 	cb := int(c) << 9
 	stripeBytes := int(g.StripeSectors() << 9)
@@ -536,8 +540,21 @@ func (sp *stripedPers) fullOpsPerChunk(w *stripeWork, p, pAll, qAll []byte, s0 u
 			addOp(w.row.Q, qAll[i*cb:(i+1)*cb], w.row.Sector)
 		}
 	}
+	if a.jnl != nil {
+		// write-through journal: parity first, then the log, then the
+		// members
+		fill()
+		u, err := sp.logFull(w, p, pAll, qAll, s0, K)
+		if err != nil {
+			w.ol.ops = w.ol.ops[:0]
+			return degraded, err
+		}
+		a.run(w.ol.ops)
+		a.jnl.applied(u)
+		return degraded, nil
+	}
 	a.runWhile(w.ol.ops, ready, fill)
-	return degraded
+	return degraded, nil
 }
 
 // Partial-stripe plans.
@@ -918,7 +935,18 @@ func (sp *stripedPers) partialWrites(w *stripeWork, p []byte, rel, lo, hi uint64
 			w.ol.add(m, true, sp.off(m)+int64(ms)<<9, pr.b, pr.role).fua = fua
 		}
 	}
+	var u *ioUnit
+	if a.jnl != nil && plan != planDataOnly {
+		// md logs no stripe without parity to write (r5l_write_stripe)
+		if u, err = sp.logPartial(w, p, rel, lo, hi); err != nil {
+			w.ol.ops = w.ol.ops[:0]
+			return degraded, err
+		}
+	}
 	a.run(w.ol.ops)
+	if u != nil {
+		a.jnl.applied(u)
+	}
 	for i := range w.ol.ops {
 		op := &w.ol.ops[i]
 		if op.err != nil {
