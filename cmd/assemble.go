@@ -107,10 +107,18 @@ EXIT STATUS
 
 type assembleOptions struct {
 	scan, run, force, foreground, readonly, noDegraded bool
-	uuid, name, config, update, auto, superMinor       string
-	backupFile                                         string // --backup-file: an in-place reshape's (assemble_backup.go)
-	bitmapFile                                         string // --bitmap: a bitmap file (assemble_bitmapfile.go)
-	srv                                                serveOptions
+	// created: create starts the array it wrote (mdadm's ADD_NEW_DISK and
+	// RUN_ARRAY, no assembly rules): the journal's superblock keeps
+	// init_super1's event 1 where the members have 0.
+	created bool
+	// incrStart: -I or -R starts the members -I collected (md's
+	// array_state, no assembly rules): without its journal the array
+	// runs read-only, as md runs it.
+	incrStart                                    bool
+	uuid, name, config, update, auto, superMinor string
+	backupFile                                   string // --backup-file: an in-place reshape's (assemble_backup.go)
+	bitmapFile                                   string // --bitmap: a bitmap file (assemble_bitmapfile.go)
+	srv                                          serveOptions
 }
 
 // serveOptions are the daemon and export flags.
@@ -177,7 +185,9 @@ func newAssembleCmd(env *Env) *cobra.Command {
 	f.StringVarP(&o.bitmapFile, "bitmap", "b", "", "the array's write-intent bitmap file (a bitmap made with --create --bitmap=FILE)")
 	f.BoolVar(&o.foreground, "foreground", false, "serve in this process until stopped, instead of a background daemon")
 	addServeFlags(f, &o.srv)
-	for _, n := range []string{"auto"} {
+	f.BoolVar(&o.created, "created", false, "the array was just created (create's own start)")
+	f.BoolVar(&o.incrStart, "incremental-start", false, "start the members incremental collected")
+	for _, n := range []string{"auto", "created", "incremental-start"} {
 		_ = f.MarkHidden(n)
 	}
 	return c
@@ -1065,6 +1075,17 @@ type asmArray struct {
 	replcnt    int
 	chosen     int                    // chosen_drive: index in devs
 	csb        *superblock.Superblock // its superblock
+	// journalcnt counts the journal devices of an array with a write
+	// journal (journal_device_required); journalClean: one of them is
+	// fresh. readonly: started read-only for want of it (--force).
+	journalcnt   int
+	journalClean bool
+	readonly     bool
+}
+
+// journalRequired is getinfo_super1's journal_device_required.
+func (st *asmArray) journalRequired() bool {
+	return st.mr.sb.FeatureMap&superblock.FeatureJournal != 0
 }
 
 // get is best[i], or -1 when the slot is empty.
@@ -1107,13 +1128,16 @@ func (as *assembler) loadAndStart(j assembleJob, mddev, name string, devs []*asm
 	if rc, run := as.decideStart(st); !run {
 		return rc
 	}
-	return as.start(j, mddev, name, devs, st.engineOrder(), lock, st.clean)
+	return as.start(j, mddev, name, devs, st.engineOrder(), lock, st.clean, st.readonly)
 }
 
 // runnableFeatures refuses the features the engine cannot run. A
 // reshape is served (engine/reshape.go) on raid4/5/6 without a bitmap.
 func (as *assembler) runnableFeatures(mddev string, sb *superblock.Superblock) bool {
-	unsupported := uint32(superblock.FeatureJournal | superblock.FeaturePPL | superblock.FeatureMultiplePPLs | superblock.FeatureClustered)
+	unsupported := uint32(superblock.FeaturePPL | superblock.FeatureMultiplePPLs | superblock.FeatureClustered)
+	if sb.FeatureMap&superblock.FeatureJournal != 0 && sb.FeatureMap&superblock.FeatureReshapeActive != 0 {
+		unsupported |= superblock.FeatureReshapeActive // no reshape with a journal
+	}
 	if !servableReshape(sb) {
 		unsupported |= superblock.FeatureReshapeActive
 	}
@@ -1196,7 +1220,12 @@ func (as *assembler) countFresh(st *asmArray) {
 			continue
 		}
 		d := st.devs[k]
-		if d.state&mdDiskActive == 0 {
+		if d.state&mdDiskJournal != 0 {
+			if !st.journalRequired() {
+				continue // an unexpected journal: faulty
+			}
+			st.journalcnt++
+		} else if d.state&mdDiskActive == 0 {
 			if d.state&mdDiskFaulty == 0 {
 				d.uptodate = true
 				st.sparecnt++
@@ -1210,10 +1239,15 @@ func (as *assembler) countFresh(st *asmArray) {
 			delete(st.best, i)
 			continue
 		}
-		if d.events+1 >= mr.events && d.events <= mr.events {
+		if d.events+1 >= mr.events && (d.events <= mr.events || as.o.created && d.state&mdDiskJournal != 0 && d.events == mr.events+1) {
 			d.uptodate = true
+			if d.state&mdDiskJournal != 0 {
+				st.journalClean = true
+			}
 			if i >= rd*2 {
-				st.sparecnt++
+				if d.raidDisk != int(superblock.RoleJournal) {
+					st.sparecnt++
+				}
 				continue
 			}
 			switch {
@@ -1260,7 +1294,10 @@ func (as *assembler) checkRoles(st *asmArray) (change bool) {
 		}
 		d := st.devs[k]
 		want := uint16(superblock.RoleSpare)
-		if i < st.rd*2 && d.state&mdDiskActive != 0 {
+		switch {
+		case d.raidDisk == int(superblock.RoleJournal):
+			want = superblock.RoleJournal
+		case i < st.rd*2 && d.state&mdDiskActive != 0:
 			want = uint16(d.raidDisk)
 		}
 		if !d.clean {
@@ -1343,6 +1380,18 @@ func (as *assembler) reportNonFresh(st *asmArray) {
 // otherwise rc is the assembly's result (0 for one --no-degraded leaves
 // unstarted).
 func (as *assembler) decideStart(st *asmArray) (rc ExitCode, run bool) {
+	if st.journalRequired() && !st.journalClean {
+		switch {
+		case as.o.incrStart:
+			st.readonly = true
+		case !as.o.force:
+			as.errf("Not safe to assemble with missing or stale journal device, consider --force.\n")
+			return ExitFailure, false
+		default:
+			as.errf("Journal is missing or stale, starting array read only.\n")
+			st.readonly = true
+		}
+	}
 	runstop := 0
 	if as.o.run {
 		runstop = 1
@@ -1495,8 +1544,9 @@ func (as *assembler) forceArray(st *asmArray) int {
 
 // start hands the members to the daemon, which opens them, starts the
 // engine and serves the array, and says so.
-func (as *assembler) start(j assembleJob, mddev, name string, devs []*asmDev, order []int, lock *daemon.Lock, clean bool) ExitCode {
+func (as *assembler) start(j assembleJob, mddev, name string, devs []*asmDev, order []int, lock *daemon.Lock, clean, readonly bool) ExitCode {
 	lc := as.launchConfig(mddev, name, devs, order, lock)
+	lc.ReadOnly = lc.ReadOnly || readonly
 	if !as.bitmapFileFor(j, &lc) {
 		return ExitFailure
 	}
@@ -1592,7 +1642,7 @@ func (as *assembler) launchFailed(mddev string, err error) {
 // reportStarted says what the engine made of the members: members it
 // left out, then mdadm's "has been started with" line.
 func (as *assembler) reportStarted(mddev string, arr *engine.Array, paths []string) {
-	inSync, rebuilding, spares := 0, 0, 0
+	inSync, rebuilding, spares, journals := 0, 0, 0, 0
 	present := map[int]bool{}
 	for _, mi := range arr.Members() {
 		if mi.Device >= 0 {
@@ -1605,6 +1655,8 @@ func (as *assembler) reportStarted(mddev string, arr *engine.Array, paths []stri
 			rebuilding++
 		case engine.Spare:
 			spares++
+		case engine.Journal:
+			journals++
 		}
 	}
 	for i, p := range paths {
@@ -1630,6 +1682,9 @@ func (as *assembler) reportStarted(mddev string, arr *engine.Array, paths []stri
 	}
 	if spares > 0 {
 		fmt.Fprintf(&b, " and %d spare%s", spares, plural(spares))
+	}
+	if journals > 0 {
+		fmt.Fprintf(&b, " and %d journal", journals)
 	}
 	b.WriteString(".\n")
 	as.errf("%s", b.String())

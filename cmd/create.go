@@ -47,6 +47,7 @@ type createOptions struct {
 	srv          serveOptions // the NBD limits of the daemon it starts
 	devMarks     []devMark    // --write-mostly, --failfast, --nofailfast and where they stood
 	writeBehind  string       // --write-behind
+	journal      journalMark  // --write-journal and where it stood
 }
 
 func newCreateCmd(env *Env) *cobra.Command {
@@ -127,9 +128,10 @@ EXIT STATUS
 	f.BoolVarP(&o.run, "run", "R", false, "do not ask for confirmation")
 	f.BoolVarP(&o.force, "force", "f", false, "allow unusual geometries and overwriting devices that hold data")
 	f.StringVarP(&o.auto, "auto", "a", "", "accepted for mdadm compatibility; device nodes are not created")
-	f.StringVarP(&o.consistency, "consistency-policy", "k", "", "resync or bitmap (ppl and journal are not supported)")
+	f.StringVarP(&o.consistency, "consistency-policy", "k", "", "resync, bitmap or journal (ppl is not supported)")
 	f.BoolVar(&o.refuseData, "refuse-data", false, "refuse devices holding an md superblock, a filesystem or a partition table unless --force (mdadm warns and asks)")
 	addDevMarkFlags(f, &o.devMarks)
+	f.Var(&journalFlag{fs: f, m: &o.journal}, "write-journal", "the raid4/5/6 write journal device (md's r5l log; consistency policy journal)")
 	f.StringVar(&o.writeBehind, "write-behind", "", "outstanding writes to write-mostly members before a write completes (0-16383; needs a bitmap)")
 	f.Lookup("write-behind").NoOptDefVal = "\x00"
 	f.BoolVar(&o.start, "start", true, "start serving the new array, as mdadm --create starts it (false: metadata only)")
@@ -149,6 +151,7 @@ func runCreate(c *cobra.Command, env *Env, o *createOptions, args []string) erro
 		return usagef("an md device must be given in --create mode")
 	}
 	mddev, devs := args[0], args[1:]
+	devs, journalAt := o.journal.insert(devs)
 	wb, err := writeBehindValue(strings.TrimPrefix(o.writeBehind, "\x00"), c.Flags().Changed("write-behind"))
 	if err != nil {
 		return err
@@ -171,6 +174,9 @@ func runCreate(c *cobra.Command, env *Env, o *createOptions, args []string) erro
 	}
 	opts.Devices = planDevices(devs, members)
 	applyDevMarks(opts.Devices, o.devMarks)
+	if journalAt >= 0 {
+		opts.Devices[journalAt].Journal = true
+	}
 	opts.WriteBehind = wb
 	res, err := plan.Plan(opts)
 	if err != nil {
@@ -257,6 +263,10 @@ func (o *createOptions) planOptions(c *cobra.Command, env *Env, mddev string) (p
 	}
 	switch o.consistency {
 	case "":
+	case "journal":
+		if o.journal.path == "" {
+			return opts, exitMsg(ExitUsage, "--write-journal is required for consistency policy: journal")
+		}
 	case "resync", "bitmap":
 		if o.consistency == "bitmap" && o.bitmap != "internal" && !plan.IsBitmapFile(o.bitmap) {
 			return opts, exitMsg(ExitUsage, "--bitmap is required for consistency policy: bitmap")
@@ -452,7 +462,7 @@ func writeMembers(res *plan.Result, members []*member.Member) error {
 // startCreated runs "mdtool assemble --foreground --run --quiet MD DEVS..."
 // as a background daemon and waits until it serves the array.
 func startCreated(env *Env, mddev string, devs []string, flags ...string) error {
-	args := append(append([]string{"assemble", "--foreground", "--run", "--quiet"}, flags...), mddev)
+	args := append(append([]string{"assemble", "--foreground", "--run", "--quiet", "--created"}, flags...), mddev)
 	args = append(args, devs...)
 	code, err := spawnSelf(env, args)
 	var ce *daemon.ChildExitError

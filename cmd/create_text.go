@@ -111,6 +111,10 @@ func argumentText(r *plan.Refusal) (ExitCode, string, bool) {
 		s = fmt.Sprintf("invalid number of spare-devices: %d", r.Count)
 	case plan.InvalidRaidDevices:
 		s = fmt.Sprintf("invalid number of raid devices: %d", r.Count)
+	case plan.JournalLevel:
+		s = "--write-journal is only supported for RAID level 4/5/6."
+	case plan.JournalBitmap:
+		s = "--write-journal cannot be used with a write-intent bitmap (md runs one or the other)."
 	case plan.SparesIncompatible:
 		s = fmt.Sprintf("raid level %s is incompatible with spare-devices setting.", r.Arg)
 	case plan.UnsafeName:

@@ -141,6 +141,11 @@ func runDetail(env *Env, o *detailOptions, args []string) error {
 		} else {
 			st, err = detailStatus(o.runDir, dev)
 		}
+		if err != nil && len(args) > 0 && !o.export && !o.json && !o.brief && !o.test {
+			if ws := waitingSet(o.runDir, dev); len(ws) > 0 && writeInactive(env.Stdout, dev, ws, homehost) {
+				continue
+			}
+		}
 		if err != nil {
 			fmt.Fprintf(env.Stderr, "mdtool: cannot open %s: %v\n", dev, err)
 			if o.test {
@@ -286,6 +291,12 @@ func newDetailView(st *daemon.Status, homehost string) (*detailView, error) {
 			d.working++
 			d.active++
 			disk.state = mdDiskActive | mdDiskSync
+		case "journal":
+			// md's get_array_info counts the journal as working, not as
+			// a spare
+			d.working++
+			disk.state = mdDiskJournal
+			disk.raidDisk = -1
 		default: // recovering, spare
 			d.working++
 			d.spare++
@@ -391,6 +402,8 @@ func (d *detailView) arrayState() []string {
 
 func (d *detailView) consistencyPolicy() string {
 	switch {
+	case d.sb.FeatureMap&superblock.FeatureJournal != 0:
+		return "journal"
 	case d.st.Bitmap:
 		return "bitmap"
 	case d.st.Level <= 0:
@@ -556,7 +569,10 @@ func (d *detailView) writeTable(w io.Writer) {
 		if s&mdDiskFailFast != 0 {
 			fmt.Fprint(w, " failfast")
 		}
-		if s&(mdDiskActive|mdDiskSync|mdDiskRemoved|mdDiskFaulty) == 0 {
+		if s&mdDiskJournal != 0 {
+			fmt.Fprint(w, " journal")
+		}
+		if s&(mdDiskActive|mdDiskSync|mdDiskRemoved|mdDiskFaulty|mdDiskJournal) == 0 {
 			fmt.Fprint(w, " spare")
 			if disk.raidDisk >= 0 && disk.raidDisk < rd {
 				fmt.Fprint(w, " rebuilding")
@@ -876,12 +892,12 @@ func (d *detailView) json(dev string) *detailJSON {
 			bit  int
 			word string
 		}{{mdDiskFaulty, "faulty"}, {mdDiskActive, "active"}, {mdDiskSync, "sync"}, {mdDiskRemoved, "removed"},
-			{mdDiskWriteMostly, "writemostly"}, {mdDiskFailFast, "failfast"}} {
+			{mdDiskWriteMostly, "writemostly"}, {mdDiskFailFast, "failfast"}, {mdDiskJournal, "journal"}} {
 			if s&f.bit != 0 {
 				jd.State = append(jd.State, f.word)
 			}
 		}
-		if s&(mdDiskActive|mdDiskSync|mdDiskRemoved|mdDiskFaulty) == 0 {
+		if s&(mdDiskActive|mdDiskSync|mdDiskRemoved|mdDiskFaulty|mdDiskJournal) == 0 {
 			jd.State = append(jd.State, "spare")
 			if disk.raidDisk >= 0 && disk.raidDisk < rd {
 				jd.State = append(jd.State, "rebuilding")

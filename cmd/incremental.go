@@ -227,13 +227,20 @@ func (in *incr) attach(d *asmDev, mddev string) error {
 		in.errf("%s attached to %s, not enough to start (%d).\n", d.path, mddev, active)
 		return nil
 	}
-	if !in.o.run && active < workingDisks(best.sb) {
-		if in.o.export {
+	journalMissing := best.sb.FeatureMap&superblock.FeatureJournal != 0 && !journalClean(devs, best)
+	if !in.o.run && (journalMissing || active < workingDisks(best.sb)) {
+		switch {
+		case in.o.export:
 			fmt.Fprintf(in.env.Stdout, "MD_STARTED=unsafe\n")
-			return nil
+		case journalMissing:
+			in.errf("Journal device is missing, not safe to start yet.\n")
+		default:
+			in.errf("%s attached to %s, not enough to start safely.\n", d.path, mddev)
 		}
-		in.errf("%s attached to %s, not enough to start safely.\n", d.path, mddev)
 		return nil
+	}
+	if journalMissing {
+		in.errf("Trying to run with missing journal device\n")
 	}
 	// The assembly takes the waiting members over (an -A given them
 	// would otherwise merge them); they wait again if it fails.
@@ -255,7 +262,7 @@ func (in *incr) attach(d *asmDev, mddev string) error {
 // start assembles the waiting members as "assemble --run" does, in a
 // background daemon.
 func (in *incr) start(mddev, name string, paths []string) error {
-	args := []string{"assemble", "--foreground", "--quiet", "--run", "--run-dir", in.o.runDir}
+	args := []string{"assemble", "--foreground", "--quiet", "--run", "--incremental-start", "--run-dir", in.o.runDir}
 	if in.o.config != "" {
 		args = append(args, "--config", in.o.config)
 	}
@@ -272,6 +279,18 @@ func (in *incr) start(mddev, name string, paths []string) error {
 		return fmt.Errorf("assembly failed (exit %d)", code)
 	}
 	return nil
+}
+
+// journalClean is count_active's journal_clean: a journal device at
+// most one event behind the best member (unsigned, as mdadm compares).
+func journalClean(devs []*asmDev, best *asmDev) bool {
+	var maxJournal uint64
+	for _, d := range devs {
+		if d.raidDisk == int(superblock.RoleJournal) && d.events > maxJournal {
+			maxJournal = d.events
+		}
+	}
+	return maxJournal >= best.events-1
 }
 
 // countActive is Incremental.c's count_active: how many roles the

@@ -154,7 +154,7 @@ func isSubcommand(s string) bool {
 			return true
 		}
 	}
-	return s == "gendocs" || s == "misc" || s == "action" || s == "readonly" || s == "readwrite"
+	return s == "gendocs" || s == "misc" || s == "action" || s == "readonly" || s == "readwrite" || s == "run"
 }
 
 // translateMdadmArgs rewrites args; root's flags say which options take a
@@ -185,6 +185,10 @@ func translateMdadmArgs(root *cobra.Command, args []string) []string {
 		}
 		if m, ok := roModes[a]; ok && mode == "" && i == 0 {
 			mode = m // mdadm -o MD, -w MD (misc mode)
+			continue
+		}
+		if (a == "-R" || a == "--run") && mode == "" && i == 0 && len(args) > 1 && !strings.HasPrefix(args[1], "-") {
+			mode = "run" // mdadm -R MD: Manage_run
 			continue
 		}
 		if (mode == "" || mode == "manage") && shortRemove42(a) {

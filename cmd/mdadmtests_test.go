@@ -94,6 +94,7 @@ var mdadmTests = []mdadmTest{
 	{name: "r10takeover", devs: 6, final: []int{0, 2, 4, 5}, inVM: true},
 	// 21024K members: see the script's notes
 	{name: "07changelevels", devs: 5, size: 21024 << 10, final: []int{1}},
+	{name: "20raid5journal", devs: 5, final: []int{0, 1, 2, 3, 4}, md5: true},
 	// not one of mdadm's tests: growth in place with --backup-file
 	{name: "r5growbackup", devs: 4, final: []int{0, 1, 2, 3}},
 }
@@ -192,6 +193,11 @@ var mdadmKnown = []mdadmKnownDiff{
 	// raid6 create's resync varies so in 05r6-bitmapfile too). Those
 	// counts are compared within [mdtool's - 1, mdtool's]
 	// (mdadmEventBands, in init below); the first part's stay exact.
+
+	// 20raid5journal: -D of members that are image files on the host (no
+	// device numbers) and served by mdtool's daemon.
+	{test: "20raid5journal", mask: regexp.MustCompile(`(?m)^( *\d+) +\d+ +\d+( +(?:\d+|-) +)`), repl: "${1} MAJ MIN${2}", item: "mdtool-only: image files have no device numbers"},
+	{test: "20raid5journal", mask: reServedLines, repl: "\n", item: "mdtool-only: --detail says where the array is served"},
 
 	{test: "01r5fail", from: "-E DEV0|-E DEV1|-E DEV2|-E DEV3|-E DEV4|-E DEV5", timing: true, item: "events of the create's recovery interrupted by --fail"}}
 

@@ -216,6 +216,7 @@ overrides the built-in defaults (mdadm's).`,
 		newGrowCmd(env),
 		newQueryCmd(env),
 		newIncrementalCmd(env),
+		newRunCmd(env),
 	)
 	root.AddCommand(newReadOnlyCmds(env)...)
 	root.AddCommand(

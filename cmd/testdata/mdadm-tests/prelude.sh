@@ -107,3 +107,30 @@ readback() {
 		echo "--- rc=0"
 	} >>"$LOG"
 }
+# rocheck logs whether the array $1 takes a write (mdadm's tests' "check
+# readonly"): its first 4 KiB, read and written back in place.
+rocheck() {
+	case "$BIN" in
+	*mdtool*)
+		s="nbd+unix:///?socket=$("$BIN" --detail "$1" | sed -n 's/^ *NBD Socket : //p')"
+		{ nbdcopy "$s" - 2>/dev/null | head -c 4096 >"$targetdir/blk"; } && [ -s "$targetdir/blk" ] && nbdcopy "$targetdir/blk" "$s" 2>/dev/null && r=written || r=refused
+		;;
+	*) dd if="$1" of="$targetdir/blk" bs=4096 count=1 2>/dev/null && dd if="$targetdir/blk" of="$1" bs=4096 count=1 oflag=direct conv=notrunc 2>/dev/null && r=written || r=refused ;;
+	esac
+	rm -f "$targetdir/blk"
+	{
+		echo "### write $1"
+		echo "$r"
+		echo "--- stderr"
+		echo "--- rc=0"
+	} >>"$LOG"
+}
+# mdstate logs the State line of -D for the array $1.
+mdstate() {
+	{
+		echo "### state $1"
+		"$BIN" -D "$1" 2>&1 | sed -n 's/^ *State : //p'
+		echo "--- stderr"
+		echo "--- rc=0"
+	} >>"$LOG"
+}

@@ -37,6 +37,8 @@ const (
 	SparesIncompatible  // Arg: the level as given
 	OneDevice           // -n 1 without --force
 	NoRaidDevices       // -n not given
+	JournalLevel        // --write-journal on a level other than 4, 5, 6
+	JournalBitmap       // --write-journal with a write-intent bitmap
 	// Create(): the geometry.
 	RAID6TooFew         // fewer than 4 raid devices for raid6
 	RAID6TooMany        // more than 256 raid devices for raid6

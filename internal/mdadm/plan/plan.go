@@ -43,6 +43,9 @@ type Device struct {
 	// WriteMostly, FailFast: --write-mostly, --failfast before the
 	// device (the member's devflags).
 	WriteMostly, FailFast bool
+	// Journal: the device is the raid4/5/6 write journal
+	// (--write-journal): role RoleJournal, outside the size rules.
+	Journal bool
 }
 
 // Options are the create parameters, as given on mdadm's command line.
@@ -384,6 +387,9 @@ func (p *planner) checkArguments() error {
 	if o.SpareDevices > 0 && (p.level == LevelRAID0 || p.level == LevelLinear) {
 		return refuseArg(SparesIncompatible, o.Level)
 	}
+	if err := p.checkJournal(); err != nil {
+		return err
+	}
 	if o.RaidDevices == 1 && !o.Force {
 		return refuse(OneDevice)
 	}
@@ -401,6 +407,7 @@ func (p *planner) checkGeometry() error {
 	o, r, level := &p.o, p.r, p.level
 	p.raid, p.spares, p.subdevs = o.RaidDevices, o.SpareDevices, len(o.Devices)
 	raid, spares, subdevs := p.raid, p.spares, p.subdevs
+	journals := p.journals()
 	switch {
 	case raid < 4 && level == LevelRAID6:
 		return refuse(RAID6TooFew)
@@ -410,9 +417,9 @@ func (p *planner) checkGeometry() error {
 		return &Refusal{Kind: TooFewForLevel, Count: level}
 	case level <= 0 && spares > 0:
 		return refuse(NoSpares)
-	case subdevs > raid+spares:
-		return &Refusal{Kind: TooManyListed, Have: uint64(subdevs), Need: uint64(raid + spares)}
-	case subdevs < raid+spares:
+	case subdevs > raid+spares+journals:
+		return &Refusal{Kind: TooManyListed, Have: uint64(subdevs), Need: uint64(raid + spares + journals)}
+	case subdevs < raid+spares+journals:
 		return refuse(NotEnoughListed)
 	case o.Bitmap != "" && level <= 0:
 		return &Refusal{Kind: BitmapNotMeaningful, Level: r.LevelName}
@@ -503,7 +510,7 @@ func (p *planner) measureDevices() error {
 			continue
 		}
 		p.working++
-		if dnum < p.raid {
+		if dnum < p.raid && !d.Journal {
 			p.active++
 		}
 		dataOffset := o.DataOffset
@@ -521,6 +528,9 @@ func (p *planner) measureDevices() error {
 		if refusal != nil {
 			fail = append(fail, refusal)
 			continue
+		}
+		if d.Journal {
+			continue // Create()'s skip_size_check
 		}
 		if p.maxdisc < 0 || freesize > p.maxsize {
 			p.maxdisc, p.maxsize = dnum, freesize
@@ -574,6 +584,9 @@ func (p *planner) freeSpace(d Device, dataOffset uint64) (uint64, *Refusal) {
 	}
 	if tooSmall {
 		return 0, &Refusal{Kind: DeviceTooSmall, Device: d.Path, Have: devsize >> 1}
+	}
+	if d.Journal {
+		return 0, nil // no size rules for the journal
 	}
 	freesize /= 2
 	if p.chunk != 0 {
@@ -756,6 +769,15 @@ func (p *planner) addOrder() []added {
 			next()
 			continue
 		}
+		if devices[cur].Journal {
+			// Create(): MD_DISK_ROLE_JOURNAL, raid_disk_num not advanced
+			order = append(order, added{dev: cur, number: dnum, raidDisk: -1})
+			if cur == moved {
+				break
+			}
+			next()
+			continue
+		}
 		order = append(order, added{dev: cur, number: dnum, raidDisk: rdn})
 		rdn++
 		if cur == moved && dnum != p.insertPoint {
@@ -777,7 +799,10 @@ func (p *planner) assignSlots() error {
 	activeSlot := make([]bool, raid)
 	for _, a := range p.order {
 		role := uint16(superblock.RoleSpare)
-		if a.raidDisk < raid {
+		if a.raidDisk < 0 {
+			role = superblock.RoleJournal
+			sb.FeatureMap |= superblock.FeatureJournal
+		} else if a.raidDisk < raid {
 			role = uint16(a.raidDisk)
 			activeSlot[a.raidDisk] = true
 		} else if a.dev == p.insertPoint {
@@ -895,7 +920,9 @@ func (p *planner) planMembers() error {
 		if _, err := io.ReadFull(p.rnd, m.DeviceUUID[:]); err != nil {
 			return fmt.Errorf("random uuid: %w", err)
 		}
-		m.Events = 0
+		if !d.Journal {
+			m.Events = 0 // write_init_super1: the journal keeps init_super1's
+		}
 		sbOffset, err := p.placeMetadata(&m, d)
 		if err != nil {
 			return err
@@ -906,7 +933,13 @@ func (p *planner) planMembers() error {
 		if err := checkMember(&m, d, p.bms, p.minor); err != nil {
 			return err
 		}
-		p.r.Members = append(p.r.Members, p.member(a, d, &m, sbOffset))
+		mem := p.member(a, d, &m, sbOffset)
+		if d.Journal {
+			if err := p.journalMeta(&mem); err != nil {
+				return err
+			}
+		}
+		p.r.Members = append(p.r.Members, mem)
 	}
 	if p.level == LevelRAID0 && !needLayout {
 		var sizes []uint64
@@ -1046,7 +1079,7 @@ func checkMember(sb *superblock.Superblock, d Device, bms *bitmap.Header, minor 
 	if sb.DataOffset*512%lbs != 0 {
 		return &Refusal{Kind: DataOffsetUnaligned, Device: d.Path, Have: sb.DataOffset, Need: lbs}
 	}
-	if sb.DataSize < 10 || sb.DataSize < sb.Size {
+	if sb.DataSize < 10 || (sb.DataSize < sb.Size && sb.DevRoles[sb.DevNumber] != superblock.RoleJournal) {
 		return refuseDevice(NoFreeSpace, d.Path)
 	}
 	if err := sb.CheckDevice(d.Sectors); err != nil {
