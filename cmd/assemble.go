@@ -107,10 +107,6 @@ EXIT STATUS
 
 type assembleOptions struct {
 	scan, run, force, foreground, readonly, noDegraded bool
-	// created: create starts the array it wrote (mdadm's ADD_NEW_DISK and
-	// RUN_ARRAY, no assembly rules): the journal's superblock keeps
-	// init_super1's event 1 where the members have 0.
-	created bool
 	// incrStart: -I or -R starts the members -I collected (md's
 	// array_state, no assembly rules): without its journal the array
 	// runs read-only, as md runs it.
@@ -185,9 +181,8 @@ func newAssembleCmd(env *Env) *cobra.Command {
 	f.StringVarP(&o.bitmapFile, "bitmap", "b", "", "the array's write-intent bitmap file (a bitmap made with --create --bitmap=FILE)")
 	f.BoolVar(&o.foreground, "foreground", false, "serve in this process until stopped, instead of a background daemon")
 	addServeFlags(f, &o.srv)
-	f.BoolVar(&o.created, "created", false, "the array was just created (create's own start)")
 	f.BoolVar(&o.incrStart, "incremental-start", false, "start the members incremental collected")
-	for _, n := range []string{"auto", "created", "incremental-start"} {
+	for _, n := range []string{"auto", "incremental-start"} {
 		_ = f.MarkHidden(n)
 	}
 	return c
@@ -1239,7 +1234,12 @@ func (as *assembler) countFresh(st *asmArray) {
 			delete(st.best, i)
 			continue
 		}
-		if d.events+1 >= mr.events && (d.events <= mr.events || as.o.created && d.state&mdDiskJournal != 0 && d.events == mr.events+1) {
+		// A journal one event ahead of members that never ran: an array
+		// create wrote and did not start (init_super1's event 1 stays on
+		// the journal, the members get 0; mdadm starts what it creates
+		// without these rules, and so does the kernel).
+		newJournal := d.state&mdDiskJournal != 0 && mr.events == 0 && d.events == 1
+		if d.events+1 >= mr.events && (d.events <= mr.events || newJournal) {
 			d.uptodate = true
 			if d.state&mdDiskJournal != 0 {
 				st.journalClean = true

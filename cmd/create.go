@@ -462,7 +462,7 @@ func writeMembers(res *plan.Result, members []*member.Member) error {
 // startCreated runs "mdtool assemble --foreground --run --quiet MD DEVS..."
 // as a background daemon and waits until it serves the array.
 func startCreated(env *Env, mddev string, devs []string, flags ...string) error {
-	args := append(append([]string{"assemble", "--foreground", "--run", "--quiet", "--created"}, flags...), mddev)
+	args := append(append([]string{"assemble", "--foreground", "--run", "--quiet"}, flags...), mddev)
 	args = append(args, devs...)
 	code, err := spawnSelf(env, args)
 	var ce *daemon.ChildExitError
