@@ -163,20 +163,22 @@ type Array struct {
 	roles       []*member // by role, nil = missing
 	jm          *member   // the write journal's member (journal.go), nil: none
 	jnl         *journal  // the running write journal, nil: none or read-only
-	all         []*member // every device given to Open that took part
-	devs        []Device
-	size        int64 // bytes
-	block       int64 // logical block size of the array, bytes
-	unit        int64 // split unit (full stripe) in bytes, 0 = none
-	maxReq      int64
-	lockSec     uint64 // lock region size in sectors for raid1/10
-	pers        personality
-	locks       rangeLocks
-	bm          writeIntent
-	hasBM       bool
-	bmFile      *os.File     // the bitmap is this file (bitmapfile.go), not in the members
-	bmMu        sync.RWMutex // held to swap bm (growbitmap.go) and by readers outside the request path
-	meta        metaState
+	// journalFeature: the superblocks have MD_FEATURE_JOURNAL
+	journalFeature bool
+	all            []*member // every device given to Open that took part
+	devs           []Device
+	size           int64 // bytes
+	block          int64 // logical block size of the array, bytes
+	unit           int64 // split unit (full stripe) in bytes, 0 = none
+	maxReq         int64
+	lockSec        uint64 // lock region size in sectors for raid1/10
+	pers           personality
+	locks          rangeLocks
+	bm             writeIntent
+	hasBM          bool
+	bmFile         *os.File     // the bitmap is this file (bitmapfile.go), not in the members
+	bmMu           sync.RWMutex // held to swap bm (growbitmap.go) and by readers outside the request path
+	meta           metaState
 	// missedWrites: a write completed while a raid1/raid10 without a
 	// bitmap was degraded, so a role not in sync missed it (noteMissed,
 	// recover_readd.go).

@@ -131,6 +131,9 @@ func (a *Array) BitmapFile() string {
 // and loaded as md_bitmap_create/load do (out of date: every bit set,
 // events brought to the array's); the superblocks still record no bitmap.
 func (a *Array) AddBitmapFile(f *os.File) error {
+	if a.journaled() {
+		return ErrJournaled
+	}
 	release, err := a.beginBitmapChange()
 	if err != nil {
 		return err

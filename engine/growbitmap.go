@@ -80,6 +80,9 @@ func pauseAt(point string) {
 // chunk, daemon sleep, sync size of its choice): it is written with
 // all-ones bits to every in-sync member, then loaded as md loads it.
 func (a *Array) AddBitmap(offset int32, area bitmap.Header) error {
+	if a.journaled() {
+		return ErrJournaled // md_bitmap_create: "array with journal cannot have bitmap"
+	}
 	release, err := a.beginBitmapChange()
 	if err != nil {
 		return err

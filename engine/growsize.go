@@ -63,6 +63,9 @@ type SizeChange struct {
 // (md's recovery_cp = old size) unless assumeClean. Shrinking is allowed
 // as md allows it (the data beyond the new size is no longer served).
 func (a *Array) GrowSize(sectors uint64, assumeClean bool) (SizeChange, error) {
+	if a.journaled() {
+		return SizeChange{}, ErrJournaled // raid5_resize: EINVAL with a log
+	}
 	if err := a.refuse090("growing the size"); err != nil {
 		return SizeChange{}, err
 	}

@@ -32,6 +32,16 @@ import (
 // ErrJournal: the write journal failed; the array takes no more writes.
 var ErrJournal = errors.New("engine: write journal failed")
 
+// ErrJournaled: md refuses a reshape, a size change, a level change and a
+// bitmap on an array with a write journal (EINVAL).
+var ErrJournaled = fmt.Errorf("%w: the array has a write journal", ErrUnsupported)
+
+// journaled reports whether the array has a write journal (present or
+// missing).
+func (a *Array) journaled() bool {
+	return a.jm != nil || a.journalFeature
+}
+
 // journal is the running write journal.
 type journal struct {
 	a    *Array
@@ -78,6 +88,7 @@ func (a *Array) openJournal(ref *superblock.Superblock) error {
 	if ref.FeatureMap&superblock.FeatureJournal == 0 {
 		return nil
 	}
+	a.journalFeature = true
 	if a.jm == nil {
 		if !a.opts.ReadOnly {
 			a.opts.Logf("md/raid:%s: journal disk is missing, force array readonly", a.opts.Name)

@@ -3,8 +3,11 @@ package engine
 import (
 	"bytes"
 	"context"
+	"errors"
 	"testing"
 
+	"mdtool/bitmap"
+	"mdtool/engine/layout"
 	"mdtool/engine/r5log"
 	"mdtool/superblock"
 )
@@ -140,5 +143,26 @@ func TestJournalTail(t *testing.T) {
 	}
 	if bytes.Equal(mb, make([]byte, 4096)) {
 		t.Fatal("empty meta block")
+	}
+}
+
+// md refuses to reshape, resize, take over or add a bitmap to an array
+// with a journal (EINVAL), and so does the engine.
+func TestJournalRefusesChanges(t *testing.T) {
+	s := journalSpecs()[0]
+	mems := create(t, s)
+	a := open(t, mems, testOptions())
+	defer a.Close()
+	if _, err := a.GrowSize(1<<20, false); !errors.Is(err, ErrJournaled) {
+		t.Errorf("grow size: %v", err)
+	}
+	if err := a.ChangeLevel(layout.RAID6); !errors.Is(err, ErrJournaled) {
+		t.Errorf("level change: %v", err)
+	}
+	if err := a.StartReshape(ReshapeStart{}); !errors.Is(err, ErrJournaled) {
+		t.Errorf("reshape: %v", err)
+	}
+	if err := a.AddBitmap(8, bitmap.Header{}); !errors.Is(err, ErrJournaled) {
+		t.Errorf("bitmap: %v", err)
 	}
 }

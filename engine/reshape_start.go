@@ -114,6 +114,9 @@ var ErrNoRoom = fmt.Errorf("%w: insufficient head-space for reshape", ErrUnsuppo
 // end backwards) before anything moves.
 // The reshape then runs as a sync action (Reshape, or the sync thread).
 func (a *Array) StartReshape(rq ReshapeStart) error {
+	if a.journaled() {
+		return ErrJournaled // check_reshape: EINVAL with a log
+	}
 	if err := a.refuse090("a reshape"); err != nil {
 		return err
 	}

@@ -63,6 +63,9 @@ func r5Layout(l int) (int, bool) {
 // a reshape runs (ErrBusy). A spare then recovers a missing role through
 // the sync thread.
 func (a *Array) ChangeLevel(level layout.Level) error {
+	if a.journaled() {
+		return ErrJournaled
+	}
 	if a.closed.Load() {
 		return ErrClosed
 	}
