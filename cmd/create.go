@@ -151,6 +151,7 @@ func runCreate(c *cobra.Command, env *Env, o *createOptions, args []string) erro
 		return usagef("an md device must be given in --create mode")
 	}
 	mddev, devs := args[0], args[1:]
+	o.journal.warnExtras(env)
 	devs, journalAt := o.journal.insert(devs)
 	wb, err := writeBehindValue(strings.TrimPrefix(o.writeBehind, "\x00"), c.Flags().Changed("write-behind"))
 	if err != nil {

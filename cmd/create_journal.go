@@ -1,15 +1,19 @@
 package cmd
 
-import "github.com/spf13/pflag"
+import (
+	"fmt"
+
+	"github.com/spf13/pflag"
+)
 
 // --write-journal DEV: mdadm puts the journal into the device list where
 // the option stands (its dev_number follows from that place), so the flag
 // records how many positional arguments (the md device, then devices)
 // came before it.
 type journalMark struct {
-	path string
-	pos  int
-	n    int // times given
+	path   string
+	pos    int
+	extras []string // later --write-journal values (mdadm ignores them)
 }
 
 type journalFlag struct {
@@ -18,15 +22,20 @@ type journalFlag struct {
 }
 
 func (f *journalFlag) Set(v string) error {
-	f.m.n++
-	if f.m.n > 1 {
-		// mdadm.c: "Please specify only one journal device for the
-		// array." and "Ignoring --write-journal DEV...": the first one
-		// stays.
+	if f.m.path != "" {
+		f.m.extras = append(f.m.extras, v) // the first one stays
 		return nil
 	}
 	f.m.path, f.m.pos = v, len(f.fs.Args())
 	return nil
+}
+
+// warnExtras prints mdadm.c's words for each --write-journal after the
+// first.
+func (m *journalMark) warnExtras(env *Env) {
+	for _, x := range m.extras {
+		fmt.Fprintf(env.Stderr, "mdtool: Please specify only one journal device for the array.\nmdtool: Ignoring --write-journal %s...\n", x)
+	}
 }
 func (f *journalFlag) String() string { return f.m.path }
 func (f *journalFlag) Type() string   { return "string" }
