@@ -80,7 +80,7 @@ func buildAssembly(devs []Device, bp BuildParams) (*assembly, error) {
 	for i := range roles {
 		roles[i] = superblock.RoleFaulty
 	}
-	as := &assembly{supers: make([]*loadedSuper, len(devs)), roleDev: make([]int, bp.RaidDisks)}
+	as := &assembly{supers: make([]*loadedSuper, len(devs)), roleDev: make([]int, bp.RaidDisks), journal: -1}
 	for r := range as.roleDev {
 		as.roleDev[r] = -1
 	}

@@ -166,3 +166,20 @@ func TestJournalRefusesChanges(t *testing.T) {
 		t.Errorf("bitmap: %v", err)
 	}
 }
+
+// An array without superblocks (OpenBuild) has no journal member: its
+// device 0 is a data member, and size changes stay allowed.
+func TestJournalNoneOnBuild(t *testing.T) {
+	mems := []*MemDevice{NewMemDevice(1 << 20), NewMemDevice(1 << 20)}
+	a, err := OpenBuild(devices(mems), BuildParams{Level: layout.RAID1, RaidDisks: 2, Roles: []int{0, 1}}, testOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	if a.jm != nil || a.journaled() {
+		t.Fatalf("a built raid1 has a journal: member %v", a.jm)
+	}
+	if mi := a.Members()[0]; mi.State != InSync {
+		t.Fatalf("device 0 is %v, want in_sync", mi.State)
+	}
+}
