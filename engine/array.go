@@ -841,8 +841,12 @@ func (a *Array) write(p []byte, off int64, fua bool) (int, error) {
 		return 0, err
 	}
 	defer a.writeEnd(key)
-	if a.jnl != nil && (off|int64(len(p)))&(pageSectors<<9-1) != 0 {
-		return a.jnl.subPageWrite(p, off, fua)
+	if a.jnl != nil {
+		if (off|int64(len(p)))&(pageSectors<<9-1) != 0 {
+			return a.jnl.subPageWrite(p, off, fua)
+		}
+		a.jnl.subMu.RLock()
+		defer a.jnl.subMu.RUnlock()
 	}
 	done := int64(0)
 	err := a.pieces(off, int64(len(p)), func(o, n int64, full bool) error {

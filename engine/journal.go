@@ -63,9 +63,12 @@ type journal struct {
 	flushing         bool
 	reclaiming       bool
 	failed           error
-	// subMu serialises the writes that are not whole 4 KiB pages (read,
-	// merged and written as pages; journal pages are whole pages).
-	subMu sync.Mutex
+	// subMu: a write that is not whole 4 KiB pages reads, merges and
+	// writes whole pages (journal pages are whole pages), holding it
+	// exclusively; whole-page writes hold it shared, so that none lands
+	// between such a read and its write (md's stripe cache merges them
+	// under the stripe's lock).
+	subMu sync.RWMutex
 }
 
 // ioUnit is one request's share of the log: meta blocks and pages.
@@ -670,9 +673,11 @@ func (j *journal) zero(off, n int64, discard bool) error {
 		if (off|l)&(pageSectors<<9-1) != 0 {
 			_, err = j.subPageWrite(z[:l], off, false)
 		} else {
+			j.subMu.RLock()
 			err = a.pieces(off, l, func(o, m int64, full bool) error {
 				return a.pers.write(z[o-off:o-off+m], uint64(o>>9), full, false)
 			})
+			j.subMu.RUnlock()
 		}
 		if err != nil {
 			return err
