@@ -24,10 +24,8 @@ func waitingSet(runDir, dev string) []string {
 	if err != nil {
 		return nil
 	}
-	for _, e := range readMap(runDir) {
-		if e.name == name {
-			return readMemberList(runDir, e.name)
-		}
+	if e := findMapEntryNamed(runDir, name); e != nil {
+		return readMemberList(runDir, e.name)
 	}
 	return nil
 }

@@ -433,6 +433,16 @@ func findMapEntry(runDir string, uuid [16]byte) *mapEntry {
 	return nil
 }
 
+// findMapEntryNamed is the waiting set of run-directory name name.
+func findMapEntryNamed(runDir, name string) *mapEntry {
+	for _, e := range readMap(runDir) {
+		if e.name == name {
+			return &e
+		}
+	}
+	return nil
+}
+
 func putMapEntry(runDir string, e mapEntry) error {
 	es := []mapEntry{e}
 	for _, o := range readMap(runDir) {

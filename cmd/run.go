@@ -61,13 +61,7 @@ func runWaiting(env *Env, runDir, md string, quiet bool) error {
 		return errors.New("failed to get exclusive lock on mapfile")
 	}
 	defer unlock()
-	var e *mapEntry
-	for _, x := range readMap(runDir) {
-		if x.name == name {
-			x := x
-			e = &x
-		}
-	}
+	e := findMapEntryNamed(runDir, name)
 	paths := []string(nil)
 	if e != nil {
 		paths = readMemberList(runDir, e.name)

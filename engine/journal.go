@@ -468,33 +468,11 @@ func (j *journal) close() error {
 	return nil
 }
 
-// metaRoom is what one stripe takes in a meta block (r5l_log_stripe's
-// reservation: a payload header and a checksum per data page, a parity
-// payload header and a checksum per parity page).
-func metaRoom(c *r5log.StripeWrite) int {
-	n := len(c.Data)*(r5log.DataParityHeaderSize+4) + r5log.DataParityHeaderSize + 4
-	if c.Q != nil {
-		n += 4
-	}
-	return n
-}
-
 // logStripes writes the stripes (4 KiB columns) to the log as io_units
 // laid out as md lays them out, and makes them durable. The caller
 // writes the members next and then calls applied.
 func (j *journal) logStripes(cols []r5log.StripeWrite) (*ioUnit, error) {
-	var metas, pages uint64
-	room := 0
-	for i := range cols {
-		r := metaRoom(&cols[i])
-		if metas == 0 || r5log.HeaderSize+room+r > r5log.BlockSize {
-			metas++
-			room = 0
-		}
-		room += r
-		pages += uint64(len(cols[i].Data)) + 1 + uint64(b2i(cols[i].Q != nil))
-	}
-	sectors := (metas + pages) * pageSectors
+	metas, sectors := r5log.IOSize(cols)
 	u, err := j.reserve(sectors, metas)
 	if err != nil {
 		return nil, err

@@ -70,6 +70,41 @@ func stripeMetaSize(dataPages, parityPages int) int {
 	return (DataParityHeaderSize+4)*dataPages + DataParityHeaderSize + 4*parityPages
 }
 
+// IOSize returns how many meta blocks and log sectors BuildIO lays the
+// stripes out in (the same rule: a new meta block when a stripe's
+// reservation does not fit the current one; the payloads appended, which
+// for a data-only stripe are less than its reservation, fill it), so that a caller can
+// reserve log space before it knows the position and sequence numbers.
+func IOSize(stripes []StripeWrite) (metas, sectors uint64) {
+	off := BlockSize // no meta block yet
+	pages := uint64(0)
+	for i := range stripes {
+		s := &stripes[i]
+		parity := 0
+		if s.P != nil {
+			parity = 1 + b2i(s.Q != nil)
+		}
+		ms := stripeMetaSize(len(s.Data), parity)
+		if off+ms > BlockSize {
+			metas++
+			off = HeaderSize
+		}
+		off += (DataParityHeaderSize + 4) * len(s.Data) // what is appended
+		if parity > 0 {
+			off += DataParityHeaderSize + 4*parity
+		}
+		pages += uint64(len(s.Data) + parity)
+	}
+	return metas, (metas + pages) * BlockSectors
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
 // Current returns the io_unit accepting payloads (nil if none). Its Meta
 // is not sealed yet.
 func (w *Writer) Current() *IOUnit { return w.cur }

@@ -225,3 +225,37 @@ func BenchmarkWriter(b *testing.B) {
 		}
 	}
 }
+
+// IOSize agrees with BuildIO's layout for stripes of every shape.
+func TestIOSize(t *testing.T) {
+	page := make([]byte, BlockSize)
+	for n := 1; n < 120; n += 7 {
+		for _, k := range []int{1, 3, 9, 30} {
+			for parity := 0; parity <= 2; parity++ {
+				var stripes []StripeWrite
+				for i := 0; i < n; i++ {
+					s := StripeWrite{Sector: uint64(i) * 8}
+					for d := 0; d < (i%k)+1; d++ {
+						s.Data = append(s.Data, DataPage{Location: uint64(d) * 8, Page: page})
+					}
+					if parity > 0 {
+						s.P = page
+					}
+					if parity > 1 {
+						s.Q = page
+					}
+					stripes = append(stripes, s)
+				}
+				metas, sectors := IOSize(stripes)
+				ios, err := BuildIO(1, 10, 0, 1<<30, stripes)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if uint64(len(ios)) != metas || ios[len(ios)-1].End != sectors {
+					t.Fatalf("n %d k %d parity %d: IOSize %d metas %d sectors, BuildIO %d io_units ending at %d",
+						n, k, parity, metas, sectors, len(ios), ios[len(ios)-1].End)
+				}
+			}
+		}
+	}
+}
