@@ -339,30 +339,18 @@ func BenchmarkFullStripeVsRAID0(b *testing.B) {
 				defer a.Close()
 				op := benchOps[1]
 				p := make([]byte, op.size)
-				var tEng, tR0 time.Duration
-				var ratios []float64
 				s0, s1 := newOpStream(op, r0.Size()), newOpStream(op, a.Size())
 				b.SetBytes(op.size)
 				b.ResetTimer()
-				for done, round := 0, 0; done < b.N; done, round = done+batch, round+1 {
-					n := min(batch, b.N-done)
-					var t0, t1 time.Duration
-					for side := 0; side < 2; side++ {
-						start := time.Now()
-						if (side == 0) == (round%2 == 0) {
-							if err := s0.run(n, p, arrayRW(r0)); err != nil {
-								b.Fatal(err)
-							}
-							t0 = time.Since(start)
-						} else if err := s1.run(n, p, arrayRW(a)); err != nil {
-							b.Fatal(err)
-						} else {
-							t1 = time.Since(start)
-						}
-					}
-					tEng += t1
-					tR0 += t0
-					ratios = append(ratios, float64(t0)/float64(t1))
+				d0, d1 := alternate(b, batch,
+					func(n int) error { return s0.run(n, p, arrayRW(r0)) },
+					func(n int) error { return s1.run(n, p, arrayRW(a)) })
+				var tEng, tR0 time.Duration
+				var ratios []float64
+				for i := range d0 {
+					tR0 += d0[i]
+					tEng += d1[i]
+					ratios = append(ratios, float64(d0[i])/float64(d1[i]))
 				}
 				b.ReportMetric(median(ratios), "x_raid0")
 				b.ReportMetric(float64(int64(b.N)*op.size)/tEng.Seconds()/1e6, "MB/s")
@@ -371,6 +359,32 @@ func BenchmarkFullStripeVsRAID0(b *testing.B) {
 		}
 		r0.Close()
 	}
+}
+
+// alternate runs b.N operations on each of two sides in batches of at
+// most batch, the side that goes first alternating from round to round
+// (so that neither always finds the caches warm), and returns each
+// side's time per round.
+func alternate(b *testing.B, batch int, side0, side1 func(n int) error) (d0, d1 []time.Duration) {
+	b.Helper()
+	for done, round := 0, 0; done < b.N; done, round = done+batch, round+1 {
+		n := min(batch, b.N-done)
+		var t [2]time.Duration
+		for i := 0; i < 2; i++ {
+			side := i ^ round%2
+			run := side0
+			if side == 1 {
+				run = side1
+			}
+			start := time.Now()
+			if err := run(n); err != nil {
+				b.Fatal(err)
+			}
+			t[side] = time.Since(start)
+		}
+		d0, d1 = append(d0, t[0]), append(d1, t[1])
+	}
+	return d0, d1
 }
 
 // median returns the median of xs (sorted in place); 0 for none.

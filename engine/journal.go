@@ -115,22 +115,10 @@ func (a *Array) openJournal(ref *superblock.Superblock) error {
 	return nil
 }
 
-// ringAdd is r5l_ring_add.
-func (j *journal) ringAdd(pos, n uint64) uint64 {
-	pos += n
-	if pos >= j.size {
-		pos -= j.size
-	}
-	return pos
-}
+func (j *journal) ringAdd(pos, n uint64) uint64 { return r5log.RingAdd(j.size, pos, n) }
 
 // used is the ring space between the tail and the head.
-func (j *journal) used() uint64 {
-	if j.head >= j.tail {
-		return j.head - j.tail
-	}
-	return j.head + j.size - j.tail
-}
+func (j *journal) used() uint64 { return r5log.RingDistance(j.size, j.tail, j.head) }
 
 // readLog reads the ring at byte offset off (wrapping).
 func (j *journal) readLog(p []byte, off int64) error {

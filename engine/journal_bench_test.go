@@ -31,31 +31,17 @@ func BenchmarkJournal(b *testing.B) {
 				}
 				p := make([]byte, op.size)
 				s0, s1 := newOpStream(op, plain.Size()), newOpStream(op, jnl.Size())
-				const batch = 16
-				var tPlain, tJnl time.Duration
-				var ratios []float64
 				b.SetBytes(op.size)
 				b.ResetTimer()
-				for done, round := 0, 0; done < b.N; done, round = done+batch, round+1 {
-					n := min(batch, b.N-done)
-					var t0, t1 time.Duration
-					for side := 0; side < 2; side++ {
-						start := time.Now()
-						if (side == 0) == (round%2 == 0) {
-							if err := s0.run(n, p, arrayRW(plain)); err != nil {
-								b.Fatal(err)
-							}
-							t0 = time.Since(start)
-						} else {
-							if err := s1.run(n, p, arrayRW(jnl)); err != nil {
-								b.Fatal(err)
-							}
-							t1 = time.Since(start)
-						}
-					}
-					tPlain += t0
-					tJnl += t1
-					ratios = append(ratios, float64(t1)/float64(t0))
+				d0, d1 := alternate(b, 16,
+					func(n int) error { return s0.run(n, p, arrayRW(plain)) },
+					func(n int) error { return s1.run(n, p, arrayRW(jnl)) })
+				var tPlain, tJnl time.Duration
+				var ratios []float64
+				for i := range d0 {
+					tPlain += d0[i]
+					tJnl += d1[i]
+					ratios = append(ratios, float64(d1[i])/float64(d0[i]))
 				}
 				b.ReportMetric(median(ratios), "x_plain")
 				b.ReportMetric(float64(int64(b.N)*op.size)/tJnl.Seconds()/1e6, "MB/s")

@@ -68,13 +68,13 @@ func TestSeedAndChecksumAgainstKernel(t *testing.T) {
 			pos := uint64(off/512) + BlockSectors
 			for _, p := range m.Payloads {
 				for i, c := range p.Checksums {
-					s := ringAdd(fx.dataSize, pos, uint64(i)*BlockSectors)
+					s := RingAdd(fx.dataSize, pos, uint64(i)*BlockSectors)
 					if got := Checksum(seed, fx.block(s)); got != c {
 						t.Errorf("%s: meta %d: page at %d checksum %#x, payload says %#x", name, off/512, s, got, c)
 					}
 				}
 				if p.Type != TypeFlush {
-					pos = ringAdd(fx.dataSize, pos, uint64(p.Size))
+					pos = RingAdd(fx.dataSize, pos, uint64(p.Size))
 				}
 			}
 		}

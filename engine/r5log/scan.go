@@ -150,11 +150,11 @@ func (p *Plan) LogStart() (pos, seq uint64) {
 }
 
 func (p *Plan) ringAdd(start, inc uint64) uint64 {
-	return ringAdd(p.DevSize, start, inc)
+	return RingAdd(p.DevSize, start, inc)
 }
 
-// ringAdd is r5l_ring_add: one wrap at most, exactly like the kernel.
-func ringAdd(size, start, inc uint64) uint64 {
+// RingAdd is r5l_ring_add: one wrap at most, exactly like the kernel.
+func RingAdd(size, start, inc uint64) uint64 {
 	start += inc
 	if start >= size {
 		start -= size
@@ -297,7 +297,7 @@ func Scan(log Log, p Params) (Plan, error) {
 			total = BlockSectors
 		}
 		seq++
-		pos = ringAdd(s.size, pos, total)
+		pos = RingAdd(s.size, pos, total)
 	}
 	s.replayStripes()
 	s.plan.DataOnly = make([]Stripe, 0, s.n)
@@ -417,7 +417,7 @@ func (s *scanner) verify(pos uint64) (bool, error) {
 	mb := s.meta
 	size := uint64(binary.LittleEndian.Uint32(mb[offMetaSize:]))
 	off := uint64(offPayloads)
-	logOff := ringAdd(s.size, pos, BlockSectors)
+	logOff := RingAdd(s.size, pos, BlockSectors)
 	for off < size {
 		typ := binary.LittleEndian.Uint16(mb[off+poffType:])
 		psize := uint64(binary.LittleEndian.Uint32(mb[off+poffSize:]))
@@ -433,12 +433,12 @@ func (s *scanner) verify(pos uint64) (bool, error) {
 				return false, err
 			}
 			if typ == TypeParity && s.maxDeg == 2 {
-				sum, ok, err := s.pageSum(ringAdd(s.size, logOff, BlockSectors))
+				sum, ok, err := s.pageSum(RingAdd(s.size, logOff, BlockSectors))
 				if err != nil || !ok || sum != binary.LittleEndian.Uint32(mb[off+poffChecksums+4:]) {
 					return false, err
 				}
 			}
-			logOff = ringAdd(s.size, logOff, psize)
+			logOff = RingAdd(s.size, logOff, psize)
 		case TypeFlush:
 			plen = FlushHeaderSize + psize
 			if off+plen > size {
@@ -462,7 +462,7 @@ func (s *scanner) analyze(pos uint64) (total uint64, ok bool, err error) {
 	mb := s.meta
 	size := uint64(binary.LittleEndian.Uint32(mb[offMetaSize:]))
 	off := uint64(offPayloads)
-	logOff := ringAdd(s.size, pos, BlockSectors)
+	logOff := RingAdd(s.size, pos, BlockSectors)
 	for off < size {
 		typ := binary.LittleEndian.Uint16(mb[off+poffType:])
 		psize := uint64(binary.LittleEndian.Uint32(mb[off+poffSize:]))
@@ -504,11 +504,11 @@ func (s *scanner) analyze(pos uint64) (total uint64, ok bool, err error) {
 			total += BlockSectors * uint64(s.maxDeg)
 			st.p, st.wantP = int64(logOff)*512, true
 			if s.maxDeg == 2 {
-				st.q = int64(ringAdd(s.size, logOff, BlockSectors)) * 512
+				st.q = int64(RingAdd(s.size, logOff, BlockSectors)) * 512
 			}
 			st.caching = false
 		}
-		logOff = ringAdd(s.size, logOff, psize)
+		logOff = RingAdd(s.size, logOff, psize)
 		off += DataParityHeaderSize + 4*(psize>>3)
 	}
 	return total, true, nil

@@ -320,7 +320,7 @@ func newSynth(t *testing.T, devSize, pos uint64, level int) *synth {
 	s.w = Writer{Seed: s.seed, DevSize: devSize, Pos: pos, Seq: 1000, Tail: pos}
 	// the block at the tail: an empty meta block, as after a clean start
 	copy(s.log[pos*512:], EmptyMeta(s.seed, 999, pos))
-	s.w.Pos = ringAdd(devSize, pos, 8)
+	s.w.Pos = RingAdd(devSize, pos, 8)
 	return s
 }
 

@@ -141,7 +141,7 @@ func (w *Writer) AddStripe(s StripeWrite) (sealed *IOUnit, err error) {
 		return nil, err
 	}
 	reserve := uint64(1+len(s.Data)+parity) * BlockSectors
-	if w.DevSize <= ringDistance(w.DevSize, w.Tail, w.Pos)+reserve {
+	if w.DevSize <= RingDistance(w.DevSize, w.Tail, w.Pos)+reserve {
 		return nil, ErrNoSpace
 	}
 	ms := stripeMetaSize(len(s.Data), parity)
@@ -219,7 +219,7 @@ func (w *Writer) getMeta(payloadSize int) (sealed *IOUnit) {
 		io := &IOUnit{Seq: w.Seq, Position: w.Pos, Meta: make([]byte, BlockSize), off: HeaderSize}
 		putHeader(io.Meta, w.Seq, w.Pos)
 		w.Seq++
-		w.Pos = ringAdd(w.DevSize, w.Pos, BlockSectors)
+		w.Pos = RingAdd(w.DevSize, w.Pos, BlockSectors)
 		io.End = w.Pos
 		w.cur = io
 	}
@@ -246,12 +246,13 @@ func (w *Writer) appendMeta(typ uint16, loc uint64, c1, c2 uint32, two bool) {
 func (w *Writer) appendPage(p []byte) {
 	io := w.cur
 	io.Pages = append(io.Pages, LogPage{Sector: w.Pos, Page: p})
-	w.Pos = ringAdd(w.DevSize, w.Pos, BlockSectors)
+	w.Pos = RingAdd(w.DevSize, w.Pos, BlockSectors)
 	io.End = w.Pos
 }
 
-// ringDistance is r5l_ring_distance.
-func ringDistance(size, start, end uint64) uint64 {
+// RingDistance is r5l_ring_distance: the sectors from start to end in a
+// ring of size sectors.
+func RingDistance(size, start, end uint64) uint64 {
 	if end >= start {
 		return end - start
 	}

@@ -28,10 +28,10 @@ func TestWriterReproducesKernelIOUnits(t *testing.T) {
 			}
 			pos := m.Position
 			w := Writer{Seed: seed, DevSize: fx.dataSize, Pos: pos, Seq: m.Seq, Tail: pos}
-			pagePos := ringAdd(fx.dataSize, pos, BlockSectors)
+			pagePos := RingAdd(fx.dataSize, pos, BlockSectors)
 			next := func() []byte {
 				p := log[pagePos*512 : pagePos*512+BlockSize]
-				pagePos = ringAdd(fx.dataSize, pagePos, BlockSectors)
+				pagePos = RingAdd(fx.dataSize, pagePos, BlockSectors)
 				return p
 			}
 			var cur *StripeWrite
@@ -83,12 +83,12 @@ func TestWriterReproducesKernelIOUnits(t *testing.T) {
 				t.Errorf("%s: io_unit at %d differs:\n got %+v\nwant %+v", name, pos, got, m)
 				continue
 			}
-			want := ringAdd(fx.dataSize, pos, BlockSectors)
+			want := RingAdd(fx.dataSize, pos, BlockSectors)
 			for _, pg := range io.Pages {
 				if pg.Sector != want {
 					t.Errorf("%s: io_unit at %d: page at %d, want %d", name, pos, pg.Sector, want)
 				}
-				want = ringAdd(fx.dataSize, want, BlockSectors)
+				want = RingAdd(fx.dataSize, want, BlockSectors)
 			}
 			if io.End != want || w.Pos != want || w.Seq != m.Seq+1 {
 				t.Errorf("%s: io_unit at %d: end %d writer pos %d seq %d", name, pos, io.End, w.Pos, w.Seq)
