@@ -332,6 +332,23 @@ func mdtoolBinary(t *testing.T) string {
 	return binPath
 }
 
+// runBinEnv runs the real binary with env and returns its exit status and
+// its combined output (CombinedOutput returns only when every holder of
+// the pipe is gone, a daemon it started included).
+func runBinEnv(t *testing.T, bin string, env []string, args ...string) (int, string) {
+	t.Helper()
+	cmd := exec.Command(bin, args...)
+	cmd.Env = env
+	out, err := cmd.CombinedOutput()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatalf("%v: %v", args, err)
+	}
+	return code, string(out)
+}
+
 // TestBackgroundDaemon runs the real binary: assemble returns once the
 // array serves, the daemon outlives it, stop ends it; a daemon killed with
 // SIGKILL leaves nothing that blocks the next assemble; SIGTERM stops the
@@ -342,18 +359,7 @@ func TestBackgroundDaemon(t *testing.T) {
 	runDir := filepath.Join(dir, "run")
 	devs := mkArray(t, dir, "/dev/md/bg", 3, 32<<20, "-l5", "-n3", "--assume-clean")
 	env := append(os.Environ(), "MDTOOL_RUN_DIR="+runDir, "MDTOOL_CONFIG=/dev/null")
-	runBin := func(args ...string) (int, string) {
-		cmd := exec.Command(bin, args...)
-		cmd.Env = env
-		out, err := cmd.CombinedOutput() // returns only when every holder of the pipe is gone
-		code := 0
-		if ee, ok := err.(*exec.ExitError); ok {
-			code = ee.ExitCode()
-		} else if err != nil {
-			t.Fatal(err)
-		}
-		return code, string(out)
-	}
+	runBin := func(args ...string) (int, string) { return runBinEnv(t, bin, env, args...) }
 	assemble := func() int {
 		t.Helper()
 		code, out := runBin(append([]string{"-A", "/dev/md/bg"}, devs...)...)

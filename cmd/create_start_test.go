@@ -2,7 +2,6 @@ package cmd
 
 import (
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -24,19 +23,7 @@ func TestCreateStartsArray(t *testing.T) {
 		}
 	}
 	env = append(env, "MDTOOL_RUN_DIR="+runDir, "MDTOOL_CONFIG=/dev/null")
-	runBin := func(args ...string) (int, string) {
-		t.Helper()
-		cmd := exec.Command(bin, args...)
-		cmd.Env = env
-		out, err := cmd.CombinedOutput()
-		code := 0
-		if ee, ok := err.(*exec.ExitError); ok {
-			code = ee.ExitCode()
-		} else if err != nil {
-			t.Fatalf("%v: %v", args, err)
-		}
-		return code, string(out)
-	}
+	runBin := func(args ...string) (int, string) { return runBinEnv(t, bin, env, args...) }
 	var devs []string
 	for i := 0; i < 3; i++ {
 		devs = append(devs, sparse(t, dir, "cs"+string(rune('0'+i))+".img", 32<<20))

@@ -207,31 +207,12 @@ func TestCrashKill9(t *testing.T) {
 					d = startDaemon(t, runDir, md, devs, "MDTOOL_SAFE_MODE_DELAY=1h")
 					cfg.Last = st.Blocks() / 8
 				}
-				c, err := crashload.Dial(d.socket())
-				if err != nil {
-					t.Fatal(err)
-				}
-				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-				done := make(chan error, 1)
-				base := st.AckedWrites()
-				go func() { done <- st.Run(ctx, c, cfg) }()
-				// Kill only after a write was acknowledged: the array is
-				// then dirty and the restart must resync (on a loaded
-				// machine the random sleep alone may end before the first
-				// write, which leaves a clean array and no resync).
-				for deadline := time.Now().Add(20 * time.Second); st.AckedWrites() == base && time.Now().Before(deadline); {
-					time.Sleep(5 * time.Millisecond)
-				}
-				time.Sleep(time.Duration(100+rng.IntN(400)) * time.Millisecond)
-				d.kill()
+				wait := killMidWorkload(t, d, st, cfg, rng)
 				wasDirty = readSB12(t, devs[0]).ResyncOffset != superblock.MaxSector
 				if wasDirty {
 					dirtyKills++
 				}
-				err = <-done
-				cancel()
-				c.Close()
-				if err != nil {
+				if err := wait(); err != nil {
 					t.Fatalf("round %d: workload: %v", round, err)
 				}
 				if round == crashRounds-1 {
@@ -330,6 +311,34 @@ func TestCrashKill9(t *testing.T) {
 	}
 }
 
+// killMidWorkload runs crashload's workload cfg against the daemon d and
+// kills it with SIGKILL once a write was acknowledged and 100-500 ms more
+// passed (only then is the array dirty: on a loaded machine the sleep
+// alone may end before the first write). wait returns the workload's
+// error once it has noticed the kill.
+func killMidWorkload(t *testing.T, d *daemonProc, st *crashload.State, cfg crashload.Config, rng *rand.Rand) (wait func() error) {
+	t.Helper()
+	c, err := crashload.Dial(d.socket())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	done := make(chan error, 1)
+	base := st.AckedWrites()
+	go func() { done <- st.Run(ctx, c, cfg) }()
+	for deadline := time.Now().Add(20 * time.Second); st.AckedWrites() == base && time.Now().Before(deadline); {
+		time.Sleep(5 * time.Millisecond)
+	}
+	time.Sleep(time.Duration(100+rng.IntN(400)) * time.Millisecond)
+	d.kill()
+	return func() error {
+		err := <-done
+		cancel()
+		c.Close()
+		return err
+	}
+}
+
 // crashRand is a crash test's random source: seeded from the clock, or
 // from MDTOOL_CRASH_SEED to repeat a run's choices (logged); stream keeps
 // tests that share a seed apart.
@@ -341,4 +350,15 @@ func crashRand(t *testing.T, stream uint64) *rand.Rand {
 	}
 	t.Logf("seed %d (MDTOOL_CRASH_SEED repeats a run's choices)", seed)
 	return rand.New(rand.NewPCG(seed, stream))
+}
+
+// cowDisks adds imgs to a VM run's disks, copy-on-write (the images stay
+// as they are), and returns their guest names (/dev/vdX in order).
+func cowDisks(disks *[]mdvm.Disk, imgs []string) []string {
+	var guest []string
+	for _, p := range imgs {
+		guest = append(guest, "/dev/vd"+string(rune('a'+len(*disks))))
+		*disks = append(*disks, mdvm.Disk{Path: p, Mode: mdvm.COW})
+	}
+	return guest
 }

@@ -177,11 +177,7 @@ func kernelChecks(t *testing.T, sets []kernelCheck) {
 	var disks []mdvm.Disk
 	var b strings.Builder
 	for i, k := range sets {
-		var guest []string
-		for _, p := range k.imgs {
-			guest = append(guest, "/dev/vd"+string(rune('a'+len(disks))))
-			disks = append(disks, mdvm.Disk{Path: p, Mode: mdvm.COW})
-		}
+		guest := cowDisks(&disks, k.imgs)
 		md := fmt.Sprintf("/dev/md%d", i)
 		sys := fmt.Sprintf("/sys/block/md%d/md", i)
 		fmt.Fprintf(&b, "mdadm --assemble %s %s || { echo \"ASSEMBLY FAILED %s\"; cat /proc/mdstat; mdadm --examine %s; }\n",

@@ -154,11 +154,7 @@ func TestGrowBitmapKill9(t *testing.T) {
 	var disks []mdvm.Disk
 	var script strings.Builder
 	for i, k := range sets {
-		var guest []string
-		for _, p := range k.imgs {
-			guest = append(guest, "/dev/vd"+string(rune('a'+len(disks))))
-			disks = append(disks, mdvm.Disk{Path: p, Mode: mdvm.COW})
-		}
+		guest := cowDisks(&disks, k.imgs)
 		md := fmt.Sprintf("/dev/md%d", i)
 		sys := fmt.Sprintf("/sys/block/md%d/md", i)
 		fmt.Fprintf(&script, "mdadm --assemble %s %s || echo \"ASSEMBLY FAILED %s\"\n", md, strings.Join(guest, " "), k.name)

@@ -275,11 +275,7 @@ func growKernelCheck(t *testing.T, sets []growKernelSet) {
 	var disks []mdvm.Disk
 	var b strings.Builder
 	for i, k := range sets {
-		var guest []string
-		for _, p := range k.imgs {
-			guest = append(guest, "/dev/vd"+string(rune('a'+len(disks))))
-			disks = append(disks, mdvm.Disk{Path: p, Mode: mdvm.COW})
-		}
+		guest := cowDisks(&disks, k.imgs)
 		md := fmt.Sprintf("/dev/md%d", i)
 		sys := fmt.Sprintf("/sys/block/md%d/md", i)
 		fmt.Fprintf(&b, "echo \"XB %s $(mdadm -X %s | grep -E 'Chunksize|Sync Size|Events :' | tr -s ' ' | tr '\\n' '|')\"\n", k.name, guest[0])

@@ -2,7 +2,6 @@ package cmd
 
 import (
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -26,16 +25,7 @@ func TestIncremental(t *testing.T) {
 		if args[0] == "-I" || args[0] == "-IR" || args[0] == "--incremental" {
 			args = append(args, "--homehost=testhost", "--config=none")
 		}
-		cmd := exec.Command(bin, args...)
-		cmd.Env = env
-		out, err := cmd.CombinedOutput()
-		code := 0
-		if ee, ok := err.(*exec.ExitError); ok {
-			code = ee.ExitCode()
-		} else if err != nil {
-			t.Fatal(err)
-		}
-		return code, string(out)
+		return runBinEnv(t, bin, env, args...)
 	}
 	steps := []struct {
 		args []string

@@ -1,7 +1,6 @@
 package cmd
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -75,26 +74,11 @@ func TestCrashKill9Journal(t *testing.T) {
 				}
 				cfg := crashload.Config{Seed: rng.Uint64(), ReadPercent: 10,
 					FlushEvery: time.Duration(5+rng.IntN(20)) * time.Millisecond}
-				c, err := crashload.Dial(d.socket())
-				if err != nil {
-					t.Fatal(err)
-				}
-				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-				done := make(chan error, 1)
-				base := st.AckedWrites()
-				go func() { done <- st.Run(ctx, c, cfg) }()
-				for deadline := time.Now().Add(20 * time.Second); st.AckedWrites() == base && time.Now().Before(deadline); {
-					time.Sleep(5 * time.Millisecond)
-				}
-				time.Sleep(time.Duration(100+rng.IntN(400)) * time.Millisecond)
-				d.kill()
+				wait := killMidWorkload(t, d, st, cfg, rng)
 				if sb := readSB12(t, devs[0]); sb.ResyncOffset != superblock.MaxSector {
 					t.Fatalf("round %d: resync_offset %d while active: a journaled array records MaxSector", round, sb.ResyncOffset)
 				}
-				err = <-done
-				cancel()
-				c.Close()
-				if err != nil {
+				if err := wait(); err != nil {
 					t.Fatalf("round %d: workload: %v", round, err)
 				}
 				if round == rounds-1 {
@@ -123,11 +107,7 @@ func TestCrashKill9Journal(t *testing.T) {
 	var disks []mdvm.Disk
 	var script strings.Builder
 	for i, k := range forKernel {
-		var guest []string
-		for _, p := range k.imgs {
-			guest = append(guest, "/dev/vd"+string(rune('a'+len(disks))))
-			disks = append(disks, mdvm.Disk{Path: p, Mode: mdvm.COW})
-		}
+		guest := cowDisks(&disks, k.imgs)
 		md := fmt.Sprintf("/dev/md%d", i)
 		sys := fmt.Sprintf("/sys/block/md%d/md", i)
 		fmt.Fprintf(&script, "dmesg -c >/dev/null\n")

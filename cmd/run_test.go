@@ -2,7 +2,6 @@ package cmd
 
 import (
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -18,18 +17,7 @@ func TestRunWaiting(t *testing.T) {
 	runDir := filepath.Join(dir, "run")
 	devs := mkArray(t, dir, "/dev/md/rw", 2, 16<<20, "-l1", "-n2", "--assume-clean")
 	env := append(os.Environ(), "MDTOOL_RUN_DIR="+runDir, "MDTOOL_CONFIG=/dev/null")
-	run := func(args ...string) (int, string) {
-		cmd := exec.Command(bin, args...)
-		cmd.Env = env
-		out, err := cmd.CombinedOutput()
-		code := 0
-		if ee, ok := err.(*exec.ExitError); ok {
-			code = ee.ExitCode()
-		} else if err != nil {
-			t.Fatal(err)
-		}
-		return code, string(out)
-	}
+	run := func(args ...string) (int, string) { return runBinEnv(t, bin, env, args...) }
 	t.Cleanup(func() { run("-S", "/dev/md/rw") })
 	if code, out := run("-I", "--homehost=testhost", "--config=none", devs[0]); code != 0 || !strings.Contains(out, "not enough to start safely") {
 		t.Fatalf("-I: %d %q", code, out)

@@ -63,6 +63,6 @@ test_incremental
 # mdtool's images must equal what mdtool serves.
 quiet -A $md0 $dev0 $dev1 $dev2 $dev3 $dev4
 case "$BIN" in
-*mdtool*) nbdcopy "nbd+unix:///?socket=$("$BIN" --detail $md0 | sed -n 's/^ *NBD Socket : //p')" - | md5sum | cut -d' ' -f1 >"$targetdir/served.md5" ;;
+*mdtool*) nbdcopy "$(nbduri $md0)" - | md5sum | cut -d' ' -f1 >"$targetdir/served.md5" ;;
 esac
 quiet -S $md0

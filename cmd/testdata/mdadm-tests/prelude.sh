@@ -62,7 +62,7 @@ finish() {
 writedata() {
 	seq 1 200000 | head -c 1048576 >"$targetdir/pattern"
 	case "$BIN" in
-	*mdtool*) nbdcopy "$targetdir/pattern" "nbd+unix:///?socket=$("$BIN" --detail "$1" | sed -n 's/^ *NBD Socket : //p')" ;;
+	*mdtool*) nbdcopy "$targetdir/pattern" "$(nbduri "$1")" ;;
 	*) dd if="$targetdir/pattern" of="$1" bs=65536 conv=fsync 2>/dev/null ;;
 	esac
 	rm -f "$targetdir/pattern"
@@ -88,49 +88,46 @@ arraykib() {
 fill() {
 	seq 1 100000000 | head -c $(($(arraykib "$1") * 1024)) >"$targetdir/fill"
 	case "$BIN" in
-	*mdtool*) nbdcopy "$targetdir/fill" "nbd+unix:///?socket=$("$BIN" --detail "$1" | sed -n 's/^ *NBD Socket : //p')" ;;
+	*mdtool*) nbdcopy "$targetdir/fill" "$(nbduri "$1")" ;;
 	*) dd if="$targetdir/fill" of="$1" bs=1M conv=fsync 2>/dev/null ;;
 	esac
 }
 readback() {
 	case "$BIN" in
-	*mdtool*) h=$(nbdcopy "nbd+unix:///?socket=$("$BIN" --detail "$1" | sed -n 's/^ *NBD Socket : //p')" - | md5sum | cut -d' ' -f1) ;;
+	*mdtool*) h=$(nbdcopy "$(nbduri "$1")" - | md5sum | cut -d' ' -f1) ;;
 	*)
 		blockdev --flushbufs "$1"
 		h=$(md5sum <"$1" | cut -d' ' -f1)
 		;;
 	esac
-	{
-		echo "### data $1 $2"
-		[ "$h" = "$(md5sum <"$targetdir/fill" | cut -d' ' -f1)" ] && echo "as written" || echo "differs: $h"
-		echo "--- stderr"
-		echo "--- rc=0"
-	} >>"$LOG"
+	[ "$h" = "$(md5sum <"$targetdir/fill" | cut -d' ' -f1)" ] && r="as written" || r="differs: $h"
+	logstep "data $1 $2" "$r"
 }
 # rocheck logs whether the array $1 takes a write (mdadm's tests' "check
 # readonly"): its first 4 KiB, read and written back in place.
 rocheck() {
 	case "$BIN" in
 	*mdtool*)
-		s="nbd+unix:///?socket=$("$BIN" --detail "$1" | sed -n 's/^ *NBD Socket : //p')"
+		s="$(nbduri "$1")"
 		{ nbdcopy "$s" - 2>/dev/null | head -c 4096 >"$targetdir/blk"; } && [ -s "$targetdir/blk" ] && nbdcopy "$targetdir/blk" "$s" 2>/dev/null && r=written || r=refused
 		;;
 	*) dd if="$1" of="$targetdir/blk" bs=4096 count=1 2>/dev/null && dd if="$targetdir/blk" of="$1" bs=4096 count=1 oflag=direct conv=notrunc 2>/dev/null && r=written || r=refused ;;
 	esac
 	rm -f "$targetdir/blk"
-	{
-		echo "### write $1"
-		echo "$r"
-		echo "--- stderr"
-		echo "--- rc=0"
-	} >>"$LOG"
+	logstep "write $1" "$r"
 }
 # mdstate logs the State line of -D for the array $1.
 mdstate() {
-	{
-		echo "### state $1"
-		"$BIN" -D "$1" 2>&1 | sed -n 's/^ *State : //p'
-		echo "--- stderr"
-		echo "--- rc=0"
-	} >>"$LOG"
+	logstep "state $1" "$("$BIN" -D "$1" 2>&1 | sed -n 's/^ *State : //p')"
+}
+
+# nbduri is the NBD URI of mdtool's array $1 (its unix socket).
+nbduri() {
+	echo "nbd+unix:///?socket=$("$BIN" --detail "$1" | sed -n 's/^ *NBD Socket : //p')"
+}
+
+# logstep logs a step that is not a command: "### $1", the text $2, no
+# stderr, exit 0.
+logstep() {
+	printf '### %s\n%s\n--- stderr\n--- rc=0\n' "$1" "$2" >>"$LOG"
 }
