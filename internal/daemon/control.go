@@ -28,6 +28,7 @@ import (
 //	{"op":"replace","device":"/dev/loop1","with":"/dev/loop4"} -> ok, role
 //	{"op":"action","action":"check"}        -> ok or an error (sync_action)
 //	{"op":"sync-limits","sync_speed_min":1000,"sync_speed_max":5000} -> ok
+//	{"op":"journal-mode","journal_mode":"write-back"} -> ok or an error
 //	{"op":"grow-bitmap","bitmap":"internal","bitmap_chunk":4194304} -> ok
 //
 // add and re-add take "force" (add a device that holds other data) and
@@ -55,6 +56,10 @@ const (
 	OpAction = "action"
 	// OpSyncLimits sets sync_speed_min / sync_speed_max.
 	OpSyncLimits = "sync-limits"
+	// OpJournalMode sets md's journal_mode (JournalMode) of a raid4/5/6
+	// with a write journal: CodeInvalid for a degraded array's
+	// write-back (EINVAL), CodeNoJournal without a journal (ENODEV).
+	OpJournalMode = "journal-mode"
 	// OpReshape starts growing a raid4/5/6 to RaidDisks devices onto
 	// its spares (mdadm --grow --raid-devices).
 	OpReshape = "reshape"
@@ -96,6 +101,9 @@ type Request struct {
 	// md's default.
 	SpeedMin *uint64 `json:"sync_speed_min,omitempty"`
 	SpeedMax *uint64 `json:"sync_speed_max,omitempty"`
+	// JournalMode is md's name of the mode to set (OpJournalMode):
+	// write-through or write-back.
+	JournalMode string `json:"journal_mode,omitempty"`
 	// RaidDisks is the new number of devices (OpReshape, OpRaidDevices;
 	// OpReshape: 0 leaves it).
 	RaidDisks int `json:"raid_disks,omitempty"`
@@ -159,6 +167,9 @@ const (
 	CodeReadOnly = "read-only"
 	// CodeNoDevice: md's ENXIO (e.g. setting read-only mode twice).
 	CodeNoDevice = "no-device"
+	// CodeNoJournal: the array has no running write journal (md's
+	// journal_mode store: ENODEV).
+	CodeNoJournal = "no-journal"
 )
 
 // Response is the answer to one request.
@@ -255,6 +266,9 @@ type Status struct {
 	// FailedReason says why the array stopped accepting writes (failed
 	// beyond its redundancy); "" while it works.
 	FailedReason string `json:"failed_reason,omitempty"`
+	// JournalMode is md's journal_mode (write-through, write-back) of an
+	// array whose write journal device is in it; "" for other arrays.
+	JournalMode string `json:"journal_mode,omitempty"`
 
 	Members []MemberStatus `json:"members"`
 
@@ -309,7 +323,7 @@ type Handler interface {
 	Stop() error
 	// Manage runs an operation on the members or the sync machinery:
 	// OpFail, OpRemove, OpAdd, OpReAdd, OpAddSpare, OpReplace, OpAction,
-	// OpSyncLimits.
+	// OpSyncLimits, OpJournalMode.
 	Manage(req Request) (*Response, error)
 }
 
@@ -439,9 +453,10 @@ func (s *Server) do(req Request) Response {
 		}
 		return Response{OK: true}
 	case OpFail, OpRemove, OpAdd, OpReAdd, OpAddSpare, OpReplace, OpAction, OpSyncLimits, OpReshape, OpReadOnly, OpReadWrite,
-		OpGrowSize, OpArraySize, OpRaidDevices, OpLevel:
+		OpGrowSize, OpArraySize, OpRaidDevices, OpLevel, OpJournalMode:
 		switch {
 		case req.Op == OpGrowSize || req.Op == OpArraySize || req.Op == OpRaidDevices || req.Op == OpLevel:
+		case req.Op == OpJournalMode:
 		case req.Op == OpAction && req.Action == "":
 			return errResponse(Errorf(CodeInvalid, "%s needs an action", req.Op))
 		case req.Op != OpAction && req.Op != OpSyncLimits && req.Op != OpReshape && req.Op != OpReadOnly && req.Op != OpReadWrite && req.Device == "":

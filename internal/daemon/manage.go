@@ -22,9 +22,9 @@ import (
 )
 
 // Manage runs a manage operation (mdadm --fail, --remove, --add,
-// --re-add, --add-spare, --replace) or a sync control (sync_action,
-// sync_speed_min/max). Operations are serialised with each other and with
-// Stop.
+// --re-add, --add-spare, --replace), a sync control (sync_action,
+// sync_speed_min/max) or the journal's mode (journal_mode). Operations
+// are serialised with each other and with Stop.
 func (s *Service) Manage(req Request) (*Response, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -62,6 +62,8 @@ func (s *Service) Manage(req Request) (*Response, error) {
 		return s.raidDevices(req)
 	case OpLevel:
 		return s.changeLevel(req)
+	case OpJournalMode:
+		return nil, s.journalMode(req) // journal_mode.go
 	case OpSyncLimits:
 		l := s.cfg.Array.SyncLimitsOf()
 		if req.SpeedMin != nil {
