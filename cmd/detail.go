@@ -50,7 +50,9 @@ and --test print exactly what mdadm prints.
   --export (-Y)   KEY=VALUE lines, as for udev (MD_LEVEL, MD_DEVICES,
                   MD_METADATA, MD_UUID, MD_DEVNAME, MD_NAME, MD_DEVICE_*)
   --json          one JSON document: {"arrays": [...]}, each array with the
-                  fields above plus "exports", "daemon", "failed_reason" and
+                  fields above plus "exports", "daemon", "failed_reason",
+                  "journal_mode" (write-through or write-back, md's
+                  journal_mode of an array with a write journal) and
                   "sync": action, status, done_sectors, total_sectors,
                   percent, complete, speed_kib_per_second, finish_seconds,
                   progress, mismatch_cnt, last_action, written_sectors,
@@ -775,6 +777,7 @@ type detailJSON struct {
 	Layout            *string            `json:"layout,omitempty"`
 	ChunkKiB          *int64             `json:"chunk_size_kib,omitempty"`
 	ConsistencyPolicy string             `json:"consistency_policy"`
+	JournalMode       string             `json:"journal_mode,omitempty"`
 	Name              string             `json:"name"`
 	Local             bool               `json:"local"`
 	UUID              string             `json:"uuid"`
@@ -831,6 +834,7 @@ func (d *detailView) json(dev string) *detailJSON {
 			FUSEFile: st.FUSEFile, Metrics: st.Metrics, BlockDevice: st.KernelDevice, BlockDeviceKind: st.KernelDeviceKind},
 		Daemon:       detailJSONDaemon{PID: st.PID, Started: st.Started.UTC().Format(time.RFC3339), Name: st.Name},
 		FailedReason: st.FailedReason,
+		JournalMode:  st.JournalMode,
 		Sync:         syncJSON(st),
 	}
 	if r := d.reshape(); r != nil {

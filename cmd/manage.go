@@ -593,6 +593,8 @@ func opFailure(err error) (code, reason string) {
 		return oe.Code, "Read-only file system"
 	case daemon.CodeInvalid:
 		return oe.Code, "Invalid argument"
+	case daemon.CodeNoJournal:
+		return oe.Code, "No such device"
 	}
 	return oe.Code, oe.Msg
 }

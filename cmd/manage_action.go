@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"mdtool/engine"
 	"mdtool/internal/daemon"
 )
 
@@ -37,17 +38,28 @@ sync_speed_min and sync_speed_max (KiB/s; 0 means md's defaults 1000 and
 
   mdtool action --sync-speed-max 10000 /dev/md/data
 
+--journal-mode=write-through|write-back sets md's journal_mode of raid4/5/6
+arrays with a write journal (--write-journal), with or without an action,
+as "echo write-back > /sys/block/md0/md/journal_mode" does. In write-back
+mode a write completes once it is in the journal; the members are written
+later. Every start begins in write-through mode. md refuses write-back on a
+degraded array ("Invalid argument") and any mode on an array without a
+journal ("No such device"); "detail --json" shows the mode as
+"journal_mode":
+
+  mdtool action --journal-mode=write-back /dev/md/data
+
 EXIT STATUS
   0  done
-  1  an array is not running, or refused the action
+  1  an array is not running, or refused the action or the setting
   2  bad arguments`
 
 func newActionCmd(env *Env) *cobra.Command {
-	var runDir, action string
+	var runDir, action, journalMode string
 	var minKB, maxKB uint64
 	c := &cobra.Command{
 		Use:   "action [--action=]{check|repair|idle|frozen} [flags] MD-DEVICE...",
-		Short: "Start or stop check/repair and set sync speed limits (mdadm --action)",
+		Short: "Start or stop check/repair, set sync speed limits and the journal mode (mdadm --action)",
 		Long:  actionLong,
 		RunE: func(c *cobra.Command, args []string) error {
 			limits := flagChanged(c.Flags(), "sync-speed-min") || flagChanged(c.Flags(), "sync-speed-max")
@@ -57,25 +69,34 @@ func newActionCmd(env *Env) *cobra.Command {
 			if action != "" && !validAction(action) {
 				return usagef("action must be one of idle, frozen, check, repair")
 			}
-			if action == "" && !limits {
-				return usagef("No action given: one of idle, frozen, check, repair, or --sync-speed-min/--sync-speed-max")
+			journal := flagChanged(c.Flags(), "journal-mode")
+			if journal {
+				if _, err := engine.ParseJournalMode(journalMode); err != nil {
+					return usagef("--journal-mode must be write-through or write-back, not %q", journalMode)
+				}
+			}
+			if action == "" && !limits && !journal {
+				return usagef("No action given: one of idle, frozen, check, repair, or --sync-speed-min/--sync-speed-max/--journal-mode")
 			}
 			if len(args) == 0 {
 				return usagef("No devices given.")
 			}
-			var req daemon.Request
+			var set actionSettings
 			if limits {
-				req = daemon.Request{Op: daemon.OpSyncLimits}
+				set.limits = &daemon.Request{Op: daemon.OpSyncLimits}
 				if flagChanged(c.Flags(), "sync-speed-min") {
-					req.SpeedMin = &minKB
+					set.limits.SpeedMin = &minKB
 				}
 				if flagChanged(c.Flags(), "sync-speed-max") {
-					req.SpeedMax = &maxKB
+					set.limits.SpeedMax = &maxKB
 				}
+			}
+			if journal {
+				set.journal = &daemon.Request{Op: daemon.OpJournalMode, JournalMode: journalMode}
 			}
 			rv := ExitOK
 			for _, dev := range args {
-				rv |= setAction(env, runDir, dev, action, limits, req)
+				rv |= setAction(env, runDir, dev, action, set)
 			}
 			if rv != ExitOK {
 				return exitStatus(rv)
@@ -87,6 +108,7 @@ func newActionCmd(env *Env) *cobra.Command {
 	f.StringVar(&action, "action", "", "the action: check, repair, idle or frozen")
 	f.Uint64Var(&minKB, "sync-speed-min", 0, "set sync_speed_min in KiB/s (0: md's default, 1000)")
 	f.Uint64Var(&maxKB, "sync-speed-max", 0, "set sync_speed_max in KiB/s (0: md's default, 200000)")
+	f.StringVar(&journalMode, "journal-mode", "", "set md's journal_mode of a journaled raid4/5/6: write-through or write-back")
 	addRunDirFlag(f, &runDir)
 	return c
 }
@@ -99,8 +121,15 @@ func validAction(a string) bool {
 	return false
 }
 
-// setAction is mdadm's SetAction (plus the speed limits).
-func setAction(env *Env, runDir, dev, action string, limits bool, lreq daemon.Request) ExitCode {
+// actionSettings are action's mdtool additions: the requests that set the
+// speed limits and the journal mode (nil: not given).
+type actionSettings struct {
+	limits, journal *daemon.Request
+}
+
+// setAction is mdadm's SetAction (plus the speed limits and the journal
+// mode, set before the action).
+func setAction(env *Env, runDir, dev, action string, set actionSettings) ExitCode {
 	name, err := daemon.ArrayName(dev)
 	if err != nil {
 		fmt.Fprintf(env.Stderr, "mdtool: %s is no an md array\n", dev)
@@ -118,9 +147,18 @@ func setAction(env *Env, runDir, dev, action string, limits bool, lreq daemon.Re
 	defer cl.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if limits {
-		if _, err := cl.Call(ctx, lreq); err != nil {
+	if set.limits != nil {
+		if _, err := cl.Call(ctx, *set.limits); err != nil {
 			fmt.Fprintf(env.Stderr, "mdtool: cannot set the sync speed limits of %s: %v\n", dev, err)
+			return ExitFailure
+		}
+	}
+	if set.journal != nil {
+		if _, err := cl.Call(ctx, *set.journal); err != nil {
+			// md's journal_mode store: EINVAL (write-back on a degraded
+			// array), ENODEV (no journal), worded as a sysfs write's.
+			_, reason := opFailure(err)
+			fmt.Fprintf(env.Stderr, "mdtool: cannot set journal_mode of %s: %s\n", dev, reason)
 			return ExitFailure
 		}
 	}
