@@ -800,13 +800,21 @@ func (a *Array) ReadAt(p []byte, off int64) (int, error) {
 	}
 	a.userIO.add(uint64(off>>20), 1)
 	done := int64(0)
-	err := a.pieces(off, int64(len(p)), func(o, n int64, full bool) error {
-		err := a.pers.read(p[o-off:o-off+n], uint64(o>>9))
-		if err == nil {
-			done = o - off + n
-		}
-		return err
-	})
+	rd := func() error {
+		return a.pieces(off, int64(len(p)), func(o, n int64, full bool) error {
+			err := a.pers.read(p[o-off:o-off+n], uint64(o>>9))
+			if err == nil {
+				done = o - off + n
+			}
+			return err
+		})
+	}
+	var err error
+	if j := a.jnl; j != nil && (j.cached() || j.getMode() == JournalWriteBack) {
+		err = j.read(p, off, rd)
+	} else {
+		err = rd()
+	}
 	return int(done), err
 }
 
@@ -845,8 +853,7 @@ func (a *Array) write(p []byte, off int64, fua bool) (int, error) {
 		if (off|int64(len(p)))&(pageSectors<<9-1) != 0 {
 			return a.jnl.subPageWrite(p, off, fua)
 		}
-		a.jnl.subMu.RLock()
-		defer a.jnl.subMu.RUnlock()
+		return a.jnl.write(p, off, fua, false)
 	}
 	done := int64(0)
 	err := a.pieces(off, int64(len(p)), func(o, n int64, full bool) error {
@@ -1130,6 +1137,9 @@ func (a *Array) Fail(role int) error {
 func (a *Array) failMember(m *member, cause error) bool {
 	a.markFaulty(m, cause)
 	a.recordFailures()
+	if a.jnl != nil {
+		a.jnl.onMemberFailed()
+	}
 	return !a.failed.Load()
 }
 

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 
 	"mdtool/engine/layout"
 	"mdtool/engine/r5log"
@@ -69,6 +70,9 @@ type journal struct {
 	// between such a read and its write (md's stripe cache merges them
 	// under the stripe's lock).
 	subMu sync.RWMutex
+	// mode is the JournalMode and c the write-back cache (journal_wb.go).
+	mode atomic.Int32
+	c    wbCache
 }
 
 // ioUnit is one request's share of the log: meta blocks and pages.
@@ -79,6 +83,13 @@ type ioUnit struct {
 	sectors uint64
 	written bool
 	applied bool // the member writes have ended
+	// A write-back io_unit (wb: its data pages cached, logged without
+	// parity) is done (applied) when no cached page is its (cached) and
+	// no newer io_unit that superseded one is still to be made durable
+	// (pending); release lists the io_units this one superseded pages of.
+	wb              bool
+	cached, pending int
+	release         []*ioUnit
 }
 
 const pageSectors = 8
@@ -333,8 +344,12 @@ func (j *journal) checkpointPos() (cp uint64, drop int) {
 }
 
 // reserve takes room for an io_unit of the given sectors and sequence
-// numbers, waiting for (or running) a checkpoint when the ring is full.
-func (j *journal) reserve(sectors, metas uint64) (*ioUnit, error) {
+// numbers, waiting for (or running) a checkpoint when the ring is full,
+// and keeping headroom sectors more free. insert, when not nil, runs
+// with the io_unit numbered and before it is taken (in log order); its
+// error is returned. A cached write (insert) gets errNeedFlush when only
+// writing the cache out frees the log.
+func (j *journal) reserve(sectors, metas, headroom uint64, insert func(*ioUnit) error) (*ioUnit, error) {
 	if sectors+pageSectors > j.size {
 		return nil, fmt.Errorf("%w: an io_unit of %d sectors in a log of %d", ErrJournal, sectors, j.size)
 	}
@@ -345,7 +360,7 @@ func (j *journal) reserve(sectors, metas uint64) (*ioUnit, error) {
 			return nil, j.failed
 		}
 		// r5l_has_free_space: the ring never fills up completely.
-		if j.used()+sectors < j.size {
+		if j.used()+sectors+headroom < j.size {
 			break
 		}
 		if j.reclaiming {
@@ -353,6 +368,14 @@ func (j *journal) reserve(sectors, metas uint64) (*ioUnit, error) {
 			continue
 		}
 		if _, drop := j.checkpointPos(); drop == 0 {
+			if j.blockedByCache() {
+				if insert != nil {
+					return nil, errNeedFlush
+				}
+				// Writing the cache out found the log full: the
+				// headroom kept for it was not enough.
+				return nil, fmt.Errorf("%w: the log is full while writing the write-back cache out", ErrJournal)
+			}
 			j.cond.Wait() // the oldest io_unit's member writes still run
 			continue
 		}
@@ -368,6 +391,11 @@ func (j *journal) reserve(sectors, metas uint64) (*ioUnit, error) {
 		}
 	}
 	u := &ioUnit{seq: j.seq, n: metas, start: j.head, sectors: sectors}
+	if insert != nil {
+		if err := insert(u); err != nil {
+			return nil, err
+		}
+	}
 	j.seq += metas
 	j.head = j.ringAdd(j.head, sectors)
 	j.units = append(j.units, u)
@@ -434,6 +462,10 @@ func (j *journal) applied(u *ioUnit) {
 // own update records it (an event, or none more when the array is
 // dirty and goes clean in that update).
 func (j *journal) close() error {
+	// raid5_quiesce: the write-back cache is written out first.
+	if err := j.flushCacheLocked(); err != nil {
+		return err
+	}
 	j.mu.Lock()
 	cp, drop := j.checkpointPos()
 	moved := cp != j.tail
@@ -461,16 +493,25 @@ func (j *journal) close() error {
 // writes the members next and then calls applied.
 func (j *journal) logStripes(cols []r5log.StripeWrite) (*ioUnit, error) {
 	metas, sectors := r5log.IOSize(cols)
-	u, err := j.reserve(sectors, metas)
+	u, err := j.reserve(sectors, metas, 0, nil)
 	if err != nil {
 		return nil, err
 	}
+	if err := j.writeIO(u, cols, sectors, metas); err != nil {
+		return nil, err
+	}
+	return u, nil
+}
+
+// writeIO lays the stripes out in u's room, writes them and returns once
+// they are durable (commit).
+func (j *journal) writeIO(u *ioUnit, cols []r5log.StripeWrite, sectors, metas uint64) error {
 	ios, err := r5log.BuildIO(j.seed, u.seq, u.start, j.size, cols)
 	if err == nil && (uint64(len(ios)) != metas || ios[len(ios)-1].End != j.ringAdd(u.start, sectors)) {
 		err = fmt.Errorf("io_units laid out as %d meta blocks, %d reserved", len(ios), metas)
 	}
 	if err != nil {
-		return nil, j.commit(u, err)
+		return j.commit(u, err)
 	}
 	b := getBuf(int(sectors * 512))
 	defer putBuf(b)
@@ -482,10 +523,7 @@ func (j *journal) logStripes(cols []r5log.StripeWrite) (*ioUnit, error) {
 			at += copy(buf[at:], pg.Page)
 		}
 	}
-	if err := j.commit(u, j.writeLog(buf, u.start)); err != nil {
-		return nil, err
-	}
-	return u, nil
+	return j.commit(u, j.writeLog(buf, u.start))
 }
 
 // cols returns w's stripe list with room for n stripes of k data pages.
@@ -595,8 +633,11 @@ func (j *journal) subPageWrite(p []byte, off int64, fua bool) (int, error) {
 	defer putBuf(b)
 	buf := b.b[:hi-lo]
 	read := func(at int64) error {
-		return a.pieces(at, min(pg, hi-at), func(o, n int64, full bool) error {
-			return a.pers.read(buf[o-lo:o-lo+n], uint64(o>>9))
+		n := min(pg, hi-at)
+		return j.read(buf[at-lo:at-lo+n], at, func() error {
+			return a.pieces(at, n, func(o, n int64, full bool) error {
+				return a.pers.read(buf[o-lo:o-lo+n], uint64(o>>9))
+			})
 		})
 	}
 	if off != lo {
@@ -610,11 +651,7 @@ func (j *journal) subPageWrite(p []byte, off int64, fua bool) (int, error) {
 		}
 	}
 	copy(buf[off-lo:], p)
-	err := a.pieces(lo, hi-lo, func(o, n int64, full bool) error {
-		return a.pers.write(buf[o-lo:o-lo+n], uint64(o>>9), full, fua)
-	})
-	a.noteMissed()
-	if err != nil {
+	if _, err := j.write(buf, lo, fua, true); err != nil {
 		return 0, err
 	}
 	return len(p), nil
@@ -627,7 +664,6 @@ func (j *journal) zero(off, n int64, discard bool) error {
 	if discard {
 		return nil
 	}
-	a := j.a
 	const step = 1 << 20
 	b := getBuf(step)
 	defer putBuf(b)
@@ -639,11 +675,7 @@ func (j *journal) zero(off, n int64, discard bool) error {
 		if (off|l)&(pageSectors<<9-1) != 0 {
 			_, err = j.subPageWrite(z[:l], off, false)
 		} else {
-			j.subMu.RLock()
-			err = a.pieces(off, l, func(o, m int64, full bool) error {
-				return a.pers.write(z[o-off:o-off+m], uint64(o>>9), full, false)
-			})
-			j.subMu.RUnlock()
+			_, err = j.write(z[:l], off, false, false)
 		}
 		if err != nil {
 			return err

@@ -1,0 +1,298 @@
+package engine
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// wbOpen opens the array and sets write-back mode.
+func wbOpen(t *testing.T, mems []*MemDevice) *Array {
+	t.Helper()
+	a := open(t, mems, recoverOptions())
+	if a.JournalMode() != JournalWriteThrough {
+		t.Fatalf("a start in mode %v, want write-through", a.JournalMode())
+	}
+	if err := a.SetJournalMode(JournalWriteBack); err != nil {
+		t.Fatal(err)
+	}
+	if a.JournalMode() != JournalWriteBack {
+		t.Fatalf("mode %v after setting write-back", a.JournalMode())
+	}
+	return a
+}
+
+// memberContent reads the array from its members alone (what a start
+// without the journal's help would see): the cache is bypassed.
+func memberContent(t *testing.T, a *Array, off, n int64) []byte {
+	t.Helper()
+	b := make([]byte, n)
+	if err := a.pieces(off, n, func(o, l int64, full bool) error {
+		return a.pers.read(b[o-off:o-off+l], uint64(o>>9))
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// In write-back mode a write completes with its data in the journal and
+// the cache, not on the members; reads see it; writing the cache out
+// (here the switch back to write-through) puts it on the members with
+// consistent parity.
+func TestJournalWriteBackCaches(t *testing.T) {
+	for _, s := range journalSpecs() {
+		t.Run(s.String(), func(t *testing.T) {
+			mems := create(t, s)
+			a := wbOpen(t, mems)
+			defer a.Close()
+			p := make([]byte, 12<<10)
+			fillPattern(newRand(5), p)
+			before := memberContent(t, a, 8192, int64(len(p)))
+			if _, err := a.WriteAt(p, 8192); err != nil {
+				t.Fatal(err)
+			}
+			if !a.jnl.cached() {
+				t.Fatal("nothing cached after a write-back write")
+			}
+			if got := memberContent(t, a, 8192, int64(len(p))); !bytes.Equal(got, before) {
+				t.Fatal("a write-back write went to the members")
+			}
+			got := make([]byte, len(p)+1024)
+			if _, err := a.ReadAt(got, 8192-512); err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(got[512:512+len(p)], p) {
+				t.Fatal("a read does not see the cached write")
+			}
+			// A 1 KiB write into a cached page merges with it.
+			q := make([]byte, 1024)
+			fillPattern(newRand(6), q)
+			if _, err := a.WriteAt(q, 8192+2048); err != nil {
+				t.Fatal(err)
+			}
+			copy(p[2048:], q)
+			if n, err := a.Check(context.Background(), false); err != nil || n != 0 {
+				t.Fatalf("members inconsistent while cached: %d mismatches, %v", n, err)
+			}
+			if err := a.SetJournalMode(JournalWriteThrough); err != nil {
+				t.Fatal(err)
+			}
+			if a.jnl.cached() {
+				t.Fatal("pages still cached after the switch to write-through")
+			}
+			if got := memberContent(t, a, 8192, int64(len(p))); !bytes.Equal(got, p) {
+				t.Fatal("the members do not hold the written data after the write-out")
+			}
+			if n, err := a.Check(context.Background(), false); err != nil || n != 0 {
+				t.Fatalf("parity after the write-out: %d mismatches, %v", n, err)
+			}
+		})
+	}
+}
+
+// A write-back workload several times the cache and the log: every read
+// along the way sees the latest data, restarts (the stop writes the
+// cache out) keep it, and the parity stays consistent.
+func TestJournalWriteBackWorkload(t *testing.T) {
+	for _, s := range journalSpecs() {
+		t.Run(s.String(), func(t *testing.T) {
+			mems := create(t, s)
+			a := wbOpen(t, mems)
+			m := newModel(a.Size())
+			for round := uint64(0); round < 3; round++ {
+				for part := uint64(0); part < 4; part++ {
+					workload(t, a, m, 10*round+part+1, 120)
+					checkContent(t, a, m)
+				}
+				if a.jnl.c.epoch.Load() == 0 {
+					t.Fatal("the cache was never written out: the workload proves nothing")
+				}
+				if err := a.Close(); err != nil {
+					t.Fatal(err)
+				}
+				a = open(t, mems, recoverOptions())
+				checkContent(t, a, m)
+				if n, err := a.Check(context.Background(), false); err != nil || n != 0 {
+					t.Fatalf("parity mismatches %d, %v", n, err)
+				}
+				if err := a.SetJournalMode(JournalWriteBack); err != nil {
+					t.Fatal(err)
+				}
+			}
+			a.Close()
+		})
+	}
+}
+
+// A crash in write-back mode (every device copied at one instant while
+// the array runs, the cache holding data the members never got): the
+// next start recovers the data-only stripes from the log, and the array
+// reads as written, with consistent parity; a second start has nothing
+// left to recover.
+func TestJournalWriteBackCrash(t *testing.T) {
+	for _, s := range journalSpecs() {
+		t.Run(s.String(), func(t *testing.T) {
+			mems := create(t, s)
+			a := wbOpen(t, mems)
+			m := newModel(a.Size())
+			for round := uint64(0); round < 3; round++ {
+				workload(t, a, m, 40+round, 90+int(round)*7)
+				if !a.jnl.cached() {
+					t.Fatalf("round %d: nothing cached at the crash", round)
+				}
+				crash := cloneMems(t, mems)
+				var lines []string
+				o := recoverOptions()
+				o.Name = "md"
+				o.Logf = func(f string, args ...any) { lines = append(lines, fmt.Sprintf(f, args...)) }
+				b := open(t, crash, o)
+				if !containsPrefix(lines, "md/raid:md: recovering ") || containsPrefix(lines, "md/raid:md: recovering 0 data-only") {
+					t.Fatalf("round %d: recovery said %q, want data-only stripes", round, lines)
+				}
+				checkContent(t, b, m)
+				if n, err := b.Check(context.Background(), false); err != nil || n != 0 {
+					t.Fatalf("round %d: parity mismatches %d, %v", round, n, err)
+				}
+				b.Close()
+				lines = nil
+				b = open(t, crash, o)
+				checkContent(t, b, m)
+				b.Close()
+				if containsPrefix(lines, "md/raid:md: recovering ") && !containsPrefix(lines, "md/raid:md: recovering 0 data-only") {
+					t.Fatalf("round %d: the second start recovers data-only stripes again: %q", round, lines)
+				}
+			}
+			a.Close()
+		})
+	}
+}
+
+// Concurrent writers and readers in write-back mode, with the cache
+// written out many times under them: each reader sees its writer's
+// latest bytes; after a restart too; parity consistent.
+func TestJournalWriteBackConcurrent(t *testing.T) {
+	s := spec{level: "raid5", n: 4, chunkKiB: 16, journal: true}
+	mems := create(t, s)
+	a := wbOpen(t, mems)
+	m := newModel(a.Size())
+	const writers = 6
+	const shared = 16 * 4096
+	region := (a.Size() - shared) / writers &^ 4095
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	errs := make(chan error, writers)
+	for w := 0; w < writers; w++ {
+		wg.Add(1)
+		go func(w int) {
+			defer wg.Done()
+			r := newRand(uint64(w + 11))
+			base := shared + int64(w)*region
+			for i := 0; i < 200; i++ {
+				var off, n int64
+				switch i % 3 {
+				case 0:
+					n = 48 << 10
+					off = base + r.Int64N(region/n)*n
+				case 1:
+					n = 4096
+					off = base + r.Int64N(region/n)*n
+				default:
+					n = 512
+					off = int64(r.IntN(shared/4096))*4096 + int64(w)*512
+				}
+				p := make([]byte, n)
+				fillPattern(r, p)
+				mu.Lock()
+				m.write(p, off)
+				mu.Unlock()
+				if _, err := a.WriteAt(p, off); err != nil {
+					errs <- err
+					return
+				}
+				got := make([]byte, n)
+				if _, err := a.ReadAt(got, off); err != nil {
+					errs <- err
+					return
+				}
+				if !bytes.Equal(got, p) {
+					errs <- errors.New("a read after a write-back write returned other data")
+					return
+				}
+			}
+		}(w)
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	if a.jnl.c.epoch.Load() == 0 {
+		t.Fatal("the cache was never written out")
+	}
+	checkContent(t, a, m)
+	a.Close()
+	a = open(t, mems, recoverOptions())
+	checkContent(t, a, m)
+	if n, err := a.Check(context.Background(), false); err != nil || n != 0 {
+		t.Fatalf("parity mismatches %d, %v", n, err)
+	}
+	a.Close()
+}
+
+// md's rules for journal_mode: write-back is refused on a degraded array
+// (EINVAL) and without a journal (ENODEV); a member failing in
+// write-back mode switches the journal to write-through, the cache
+// written out (r5c_update_on_rdev_error).
+func TestJournalWriteBackModes(t *testing.T) {
+	s := journalSpecs()[0]
+	plain := create(t, spec{level: "raid5", n: 4, chunkKiB: 64})
+	b := open(t, plain, recoverOptions())
+	if err := b.SetJournalMode(JournalWriteBack); !errors.Is(err, ErrNoJournal) {
+		t.Errorf("write-back without a journal: %v, want ErrNoJournal", err)
+	}
+	b.Close()
+
+	mems := create(t, s)
+	a := wbOpen(t, mems)
+	m := newModel(a.Size())
+	workload(t, a, m, 3, 40)
+	if !a.jnl.cached() {
+		t.Fatal("nothing cached")
+	}
+	if err := a.Fail(1); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(2 * time.Minute)
+	for a.JournalMode() != JournalWriteThrough || a.jnl.c.switching.Load() {
+		if time.Now().After(deadline) {
+			t.Fatal("still write-back after a member failed")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if a.jnl.cached() {
+		t.Fatal("pages still cached after the switch")
+	}
+	if err := a.SetJournalMode(JournalWriteBack); !errors.Is(err, ErrDegradedWriteBack) || !errors.Is(err, ErrInvalidArgument) {
+		t.Errorf("write-back on a degraded array: %v, want ErrDegradedWriteBack", err)
+	}
+	workload(t, a, m, 4, 20)
+	checkContent(t, a, m)
+	a.Close()
+	a = open(t, mems, recoverOptions())
+	checkContent(t, a, m)
+	a.Close()
+}
+
+func containsPrefix(lines []string, prefix string) bool {
+	for _, l := range lines {
+		if strings.HasPrefix(l, prefix) {
+			return true
+		}
+	}
+	return false
+}
