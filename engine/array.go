@@ -1138,7 +1138,7 @@ func (a *Array) failMember(m *member, cause error) bool {
 	a.markFaulty(m, cause)
 	a.recordFailures()
 	if a.jnl != nil {
-		a.jnl.onMemberFailed()
+		a.jnl.onMemberFailed() // a data member or the journal device
 	}
 	return !a.failed.Load()
 }

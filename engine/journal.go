@@ -70,9 +70,12 @@ type journal struct {
 	// between such a read and its write (md's stripe cache merges them
 	// under the stripe's lock).
 	subMu sync.RWMutex
-	// mode is the JournalMode and c the write-back cache (journal_wb.go).
-	mode atomic.Int32
-	c    wbCache
+	// mode is the JournalMode and c the write-back cache (journal_wb.go);
+	// writingOut: the cache is being written out (subMu held
+	// exclusively).
+	mode       atomic.Int32
+	c          wbCache
+	writingOut atomic.Bool
 }
 
 // ioUnit is one request's share of the log: meta blocks and pages.
@@ -356,8 +359,8 @@ func (j *journal) reserve(sectors, metas, headroom uint64, insert func(*ioUnit) 
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	for {
-		if j.failed != nil {
-			return nil, j.failed
+		if err := j.err(); err != nil {
+			return nil, err
 		}
 		// r5l_has_free_space: the ring never fills up completely.
 		if j.used()+sectors+headroom < j.size {
@@ -407,10 +410,33 @@ func (j *journal) reserve(sectors, metas, headroom uint64, insert func(*ioUnit) 
 // order only). One flush of the journal device covers every io_unit
 // written when it starts.
 func (j *journal) commit(u *ioUnit, werr error) error {
+	err, cause := j.commitLocked(u, werr)
+	if cause != nil {
+		// r5l_log_endio, r5l_log_flush_endio: md_error on the journal
+		// device (faulty in the superblocks; writes fail from now on,
+		// cached data still goes to the members)
+		j.a.failMember(j.m, cause)
+	}
+	return err
+}
+
+// err is the journal's failure: an I/O error of its own or its device
+// marked faulty (j.mu held).
+func (j *journal) err() error {
+	if j.failed == nil && j.m.State() == Faulty {
+		j.failed = fmt.Errorf("%w: the journal device is faulty", ErrJournal)
+	}
+	return j.failed
+}
+
+// commitLocked is commit under j.mu; cause is the I/O error that made
+// the journal fail in this call.
+func (j *journal) commitLocked(u *ioUnit, werr error) (err, cause error) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	if werr != nil && j.failed == nil {
 		j.failed = fmt.Errorf("%w: %v", ErrJournal, werr)
+		cause = werr
 	}
 	u.written = true
 	for _, x := range j.units {
@@ -425,8 +451,8 @@ func (j *journal) commit(u *ioUnit, werr error) error {
 	j.cond.Broadcast()
 	last := u.seq + u.n
 	for j.durable < last {
-		if j.failed != nil {
-			return j.failed
+		if err := j.err(); err != nil {
+			return err, cause
 		}
 		if j.flushing || j.written < last {
 			j.cond.Wait()
@@ -439,17 +465,23 @@ func (j *journal) commit(u *ioUnit, werr error) error {
 		j.mu.Lock()
 		j.flushing = false
 		if err != nil {
-			j.failed = fmt.Errorf("%w: %v", ErrJournal, err)
+			if j.failed == nil {
+				j.failed = fmt.Errorf("%w: %v", ErrJournal, err)
+				cause = err
+			}
 		} else {
 			j.durable = max(j.durable, target)
 		}
 		j.cond.Broadcast()
 	}
-	return j.failed
+	return j.err(), cause
 }
 
 // applied marks u's member writes ended: a checkpoint may pass it.
 func (j *journal) applied(u *ioUnit) {
+	if u == nil {
+		return // not logged (written out with the journal failed)
+	}
 	j.mu.Lock()
 	u.applied = true
 	j.cond.Broadcast()
@@ -492,6 +524,16 @@ func (j *journal) close() error {
 // laid out as md lays them out, and makes them durable. The caller
 // writes the members next and then calls applied.
 func (j *journal) logStripes(cols []r5log.StripeWrite) (*ioUnit, error) {
+	if j.writingOut.Load() {
+		j.mu.Lock()
+		err := j.err()
+		j.mu.Unlock()
+		if err != nil {
+			// handle_stripe with log_failed: cached (injournal) data
+			// still goes to the members, unlogged
+			return nil, nil
+		}
+	}
 	metas, sectors := r5log.IOSize(cols)
 	u, err := j.reserve(sectors, metas, 0, nil)
 	if err != nil {

@@ -345,6 +345,8 @@ func (j *journal) flushCacheLocked() error {
 	if len(keys) == 0 {
 		return nil
 	}
+	j.writingOut.Store(true)
+	defer j.writingOut.Store(false)
 	sp, ok := j.a.pers.(*stripedPers)
 	if !ok {
 		return fmt.Errorf("%w: write-back cache on %T", ErrJournal, j.a.pers)
