@@ -95,6 +95,9 @@ var mdadmTests = []mdadmTest{
 	// 21024K members: see the script's notes
 	{name: "07changelevels", devs: 5, size: 21024 << 10, final: []int{1}},
 	{name: "20raid5journal", devs: 5, final: []int{0, 1, 2, 3, 4}, md5: true},
+	// every member of the array ($dev7 is not one; $dev0 is stale at the
+	// end), the journal $dev10 among them
+	{name: "21raid5cache", devs: 12, final: []int{0, 1, 2, 3, 4, 5, 6, 8, 9, 10, 11}, md5: true},
 	// not one of mdadm's tests: growth in place with --backup-file
 	{name: "r5growbackup", devs: 4, final: []int{0, 1, 2, 3}},
 }
@@ -706,6 +709,7 @@ var mdadmGuestCost = map[string]int{
 	"06wrmostly":                     136,
 	"07autoassemble":                 20,
 	"07changelevels":                 138,
+	"21raid5cache":                   50,
 	"mt-build-extra":                 80,
 	"r10takeover":                    21,
 	"r5growbackup":                   114,

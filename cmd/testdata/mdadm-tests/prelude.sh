@@ -121,9 +121,57 @@ mdstate() {
 	logstep "state $1" "$("$BIN" -D "$1" 2>&1 | sed -n 's/^ *State : //p')"
 }
 
-# nbduri is the NBD URI of mdtool's array $1 (its unix socket).
+# nbdsock is the NBD unix socket of mdtool's array $1, nbduri its URI.
+nbdsock() {
+	"$BIN" --detail "$1" | sed -n 's/^ *NBD Socket : //p'
+}
 nbduri() {
-	echo "nbd+unix:///?socket=$("$BIN" --detail "$1" | sed -n 's/^ *NBD Socket : //p')"
+	echo "nbd+unix:///?socket=$(nbdsock "$1")"
+}
+
+# journalmode sets md's journal_mode of the array $1 to $2 and logs
+# "set" or "refused: " and strerror's text: the VM writes sysfs, mdtool
+# runs action --journal-mode (which words a refusal as a sysfs write's).
+journalmode() {
+	case "$BIN" in
+	*mdtool*) err=$("$BIN" action --journal-mode="$2" "$1" 2>&1) ;;
+	*) err=$( (echo "$2" >"/sys/block/$(basename "$(readlink -f "$1")")/md/journal_mode") 2>&1) ;;
+	esac
+	[ $? -eq 0 ] && r=set || r="refused: ${err##*: }"
+	logstep "journal_mode $1 $2" "$r"
+}
+
+# writeat writes the file $2 at byte $3 of the array $1 and logs the step
+# under the file's name: the VM through the page cache, as mdadm's tests
+# write (md gets the pages when dd's close, the device's last, syncs it),
+# in 1 KiB blocks (offsets and sizes are multiples of 1 KiB); mdtool
+# through nbdkit's offset filter over the array's NBD socket, a window of
+# the file's size at $3.
+writeat() {
+	n=$(($(wc -c <"$2")))
+	case "$BIN" in
+	*mdtool*)
+		nbdkit -U - --filter=offset nbd socket="$(nbdsock "$1")" offset="$3" range="$n" \
+			--run "nbdcopy '$2' \"\$uri\"" >/dev/null 2>&1
+		;;
+	*) dd if="$2" of="$1" bs=1024 seek=$(($3 / 1024)) count=$((n / 1024)) conv=notrunc 2>/dev/null ;;
+	esac
+	[ $? -eq 0 ] && r=written || r=failed
+	logstep "write $1 $(basename "$2") at $3" "$r"
+}
+
+# cmpfirst logs whether the first 4 KiB of the array $1 are the file $2
+# ("same" or "differs"), under the file's name.
+cmpfirst() {
+	case "$BIN" in
+	*mdtool*)
+		nbdkit -U - --filter=offset nbd socket="$(nbdsock "$1")" range=4096 --run 'nbdcopy "$uri" -' 2>/dev/null |
+			cmp -s - "$2"
+		;;
+	*) cmp -s -n 4096 "$2" "$1" ;;
+	esac
+	[ $? -eq 0 ] && r=same || r=differs
+	logstep "cmp $1 $(basename "$2")" "$r"
 }
 
 # logstep logs a step that is not a command: "### $1", the text $2, no

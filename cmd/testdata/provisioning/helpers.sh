@@ -26,9 +26,6 @@ logconf() {
 pattern() {
 	seq 1 200000 | head -c 1048576
 }
-nbdsock() {
-	"$BIN" --detail "$1" | sed -n 's/^ *NBD Socket : //p'
-}
 putdata() {
 	case "$BIN" in
 	*mdtool*) pattern >"$targetdir/pattern" && nbdcopy "$targetdir/pattern" "nbd+unix:///?socket=$(nbdsock "$1")" ;;
