@@ -1137,9 +1137,7 @@ func (a *Array) Fail(role int) error {
 func (a *Array) failMember(m *member, cause error) bool {
 	a.markFaulty(m, cause)
 	a.recordFailures()
-	if a.jnl != nil {
-		a.jnl.onMemberFailed() // a data member or the journal device
-	}
+
 	return !a.failed.Load()
 }
 
@@ -1176,6 +1174,10 @@ func (a *Array) markFaulty(m *member, cause error) bool {
 		a.setFailed(fmt.Sprintf("device %d (role %d) failed: %v; %v", m.index, m.role, cause, rerr))
 	}
 	a.meta.devsDirty.Store(true)
+	if a.jnl != nil {
+		// r5c_update_on_rdev_error: a data member or the journal device
+		a.jnl.onMemberFailed()
+	}
 	return true
 }
 

@@ -630,18 +630,22 @@ func dataIndexOf(row *layout.Row, role int) int {
 }
 
 // logPartial logs the columns [lo, hi) (chunk sectors) of a partial
-// stripe write: the written data pages and the new parity.
+// stripe write: the written data pages and the new parity. A write-out
+// of the write-back cache logs the parity alone: its data pages are in
+// the journal already (md's R5_InJournal pages are not logged again), and
+// recovery takes them from there.
 func (sp *stripedPers) logPartial(w *stripeWork, p []byte, rel, lo, hi uint64) (*ioUnit, error) {
 	g, c := sp.g, sp.chunk()
 	k, n := g.DataDisks(), g.RaidDisks()
 	row := &w.row
 	cols := w.cols(int((hi-lo)/pageSectors), k)
 	const pb = pageSectors << 9
+	inJournal := sp.a.jnl.writingOut.Load()
 	for i := range cols {
 		o := lo + uint64(i*pageSectors)
 		jc := &cols[i]
 		jc.Sector = row.Sector + o
-		for role := 0; role < n; role++ {
+		for role := 0; role < n && !inJournal; role++ {
 			d := dataIndexOf(row, role)
 			if d < 0 || o < w.wlo[d] || o >= w.whi[d] {
 				continue
