@@ -4,6 +4,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestActionJournalMode: action --journal-mode sets md's journal_mode of a
@@ -50,15 +51,21 @@ func TestActionJournalMode(t *testing.T) {
 		{"not running", []string{"action", "--journal-mode=write-back", "/dev/md/none"}, "", 1,
 			"mdtool: Couldn't open /dev/md/none: No such file or directory\n", "write-back"},
 		// md's raid5_error turns write-back off when a member fails
-		// (r5c_update_on_rdev_error); write-through first so that the
-		// refusal below is the only thing this step checks.
-		{"write-through", []string{"action", "--journal-mode=write-through", "/dev/md/jm"}, "", 0, "", "write-through"},
+		// (r5c_update_on_rdev_error, in a work item: waited for below)
 		{"degraded", []string{"action", "--journal-mode=write-back", "/dev/md/jm"}, devs[1], 1,
 			"mdtool: cannot set journal_mode of /dev/md/jm: Invalid argument\n", "write-through"},
 		{"degraded, write-through", []string{"action", "--journal-mode=write-through", "/dev/md/jm"}, "", 0, "", "write-through"},
 	} {
 		if tc.fail != "" {
+			if got := mode("/dev/md/jm"); got != "write-back" {
+				t.Fatalf("%s: journal_mode %v before the --fail, want write-back", tc.name, got)
+			}
 			manage(t, runDir, "/dev/md/jm", "--fail", tc.fail)
+			for deadline := time.Now().Add(time.Minute); mode("/dev/md/jm") != "write-through"; time.Sleep(10 * time.Millisecond) {
+				if time.Now().After(deadline) {
+					t.Fatalf("%s: still write-back a minute after a member failed", tc.name)
+				}
+			}
 		}
 		code, out, errs := mdtool(t, append(tc.args, "--run-dir", runDir)...)
 		if code != tc.code || out != "" || (tc.code != 2 && errs != tc.errs) || (tc.code == 2 && !strings.Contains(errs, "--journal-mode must be")) {
