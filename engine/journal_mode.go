@@ -50,6 +50,10 @@ var ErrDegradedWriteBack = fmt.Errorf("%w: write-back journal mode on a degraded
 // ErrInvalidArgument is md's EINVAL for a setting it refuses.
 var ErrInvalidArgument = errors.New("engine: invalid argument")
 
+// HasJournal reports whether the array started with its write journal
+// device (md's conf->log): it still has it when the device failed since.
+func (a *Array) HasJournal() bool { return a.jm != nil }
+
 // JournalMode is the journal's current mode (write-through when the
 // array has none running).
 func (a *Array) JournalMode() JournalMode {

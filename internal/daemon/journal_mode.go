@@ -29,12 +29,11 @@ func (s *Service) journalMode(req Request) error {
 }
 
 // journalModeOf is the Status's JournalMode: md's journal_mode when the
-// array's write journal device is in it, "" otherwise.
-func journalModeOf(a *engine.Array, members []engine.MemberInfo) string {
-	for _, mi := range members {
-		if mi.State == engine.Journal {
-			return a.JournalMode().String()
-		}
+// array started with its write journal device (conf->log, kept when the
+// device fails), "" otherwise (md's journal_mode reads empty).
+func journalModeOf(a *engine.Array) string {
+	if !a.HasJournal() {
+		return ""
 	}
-	return ""
+	return a.JournalMode().String()
 }

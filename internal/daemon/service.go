@@ -441,7 +441,7 @@ func (s *Service) Status() (*Status, error) {
 		st.SyncSpeedMax = DefaultSyncSpeedMax
 	}
 	members := a.Members()
-	st.JournalMode = journalModeOf(a, members)
+	st.JournalMode = journalModeOf(a)
 	desc090 := a.DescNumbers090() // 0.90: md's desc_nr, renumbered by super_90_sync
 	s.memMu.RLock()
 	defer s.memMu.RUnlock()
