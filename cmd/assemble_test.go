@@ -509,7 +509,7 @@ func TestAssembleScan(t *testing.T) {
 	go func() {
 		done <- Main([]string{"assemble", "--foreground", "--scan", "--config", conf, "--run-dir", runDir}, env)
 	}()
-	waitNames(t, runDir, "alpha,beta", done)
+	waitNames(t, runDir, "alpha,beta", done, errb)
 	code, out, errs = mdtool(t, "detail", "--scan", "--run-dir", runDir)
 	if code != 0 || !strings.Contains(out, "ARRAY /dev/md/alpha metadata=1.2 name=testhost:alpha UUID="+uuid+"\n") ||
 		!strings.Contains(out, "ARRAY /dev/md/beta metadata=1.2 name=testhost:beta UUID=") {
@@ -530,7 +530,7 @@ func TestAssembleScan(t *testing.T) {
 	go func() {
 		done <- Main([]string{"assemble", "--foreground", "--scan", "--config", conf, "--run-dir", runDir}, env)
 	}()
-	waitNames(t, runDir, "alpha,beta", done)
+	waitNames(t, runDir, "alpha,beta", done, errb)
 	if code, _, errs := mdtool(t, "stop", "--scan", "--run-dir", runDir); code != 0 {
 		t.Errorf("stop --scan: %d %s", code, errs)
 	}
@@ -539,16 +539,19 @@ func TestAssembleScan(t *testing.T) {
 	}
 }
 
-func waitNames(t *testing.T, runDir, want string, done chan int) {
+// waitNames waits for the arrays want (names, comma-separated) to run;
+// stderr, when given, is the assembling process's, shown on failure.
+func waitNames(t *testing.T, runDir, want string, done chan int, stderr ...*lockedBuffer) {
 	t.Helper()
 	deadline := time.Now().Add(60 * time.Second)
+	var names []string
 	for time.Now().Before(deadline) {
 		select {
 		case c := <-done:
 			t.Fatalf("assemble ended with %d", c)
 		default:
 		}
-		names, _ := daemon.Names(runDir)
+		names, _ = daemon.Names(runDir)
 		ok := strings.Join(names, ",") == want
 		for _, n := range names {
 			if _, err := queryStatus(runDir, n); err != nil {
@@ -560,7 +563,11 @@ func waitNames(t *testing.T, runDir, want string, done chan int) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	t.Fatalf("arrays %s did not come up", want)
+	var errs string
+	for _, b := range stderr {
+		errs += b.String()
+	}
+	t.Fatalf("arrays %s did not come up (running: %v); the assembly said:\n%s", want, names, errs)
 }
 
 // TestStaleSocketDoesNotBlock leaves the files of a daemon that died
