@@ -98,6 +98,8 @@ var mdadmTests = []mdadmTest{
 	// every member of the array ($dev7 is not one; $dev0 is stale at the
 	// end), the journal $dev10 among them
 	{name: "21raid5cache", devs: 12, final: []int{0, 1, 2, 3, 4, 5, 6, 8, 9, 10, 11}, md5: true},
+	// not one of mdadm's tests: -o/-w events with and without a journal
+	{name: "r5rojournal", devs: 5, final: []int{0, 1, 2, 3}},
 	// not one of mdadm's tests: growth in place with --backup-file
 	{name: "r5growbackup", devs: 4, final: []int{0, 1, 2, 3}},
 }

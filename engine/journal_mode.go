@@ -82,3 +82,46 @@ func (a *Array) SetJournalMode(m JournalMode) error {
 	defer a.leave(0)
 	return a.jnl.setMode(m)
 }
+
+// QuiesceJournal is the write journal's part of md_set_readonly
+// (raid5_quiesce, r5l_quiesce): the write-back cache is written out and
+// the tail moves to the newest io_unit on the members, recorded in the
+// superblocks (an event) when it moved.
+func (a *Array) QuiesceJournal() error {
+	j := a.jnl
+	if j == nil {
+		return nil
+	}
+	if err := a.enter(0); err != nil {
+		return err
+	}
+	defer a.leave(0)
+	j.subMu.Lock()
+	defer j.subMu.Unlock()
+	if err := j.flushCacheLocked(); err != nil {
+		return err
+	}
+	j.mu.Lock()
+	cp, _ := j.checkpointPos()
+	moved := cp != j.tail
+	j.mu.Unlock()
+	if !moved {
+		return nil
+	}
+	return j.checkpoint()
+}
+
+// RecordReadWrite is what md writes when a read-only array becomes
+// writable again (RESTART_ARRAY_RW): md_check_recovery reaped the sync
+// thread while the array was read-only, and md_reap_sync_thread's
+// md_update_sb(mddev, 1) could only leave MD_SB_CHANGE_DEVS pending; md
+// writes it now, an event.
+func (a *Array) RecordReadWrite() error {
+	if a.opts.ReadOnly {
+		return ErrReadOnly
+	}
+	a.meta.mu.Lock()
+	defer a.meta.mu.Unlock()
+	a.meta.changeDevs = true
+	return a.updateSuperLocked(true)
+}

@@ -25,6 +25,10 @@ func (s *Service) setReadOnly(ro bool) error {
 			return Errorf(CodeBusy, "the array is not read-only")
 		}
 		s.backend.ro.Store(false)
+		// md writes the superblock change left pending while read-only
+		if err := a.RecordReadWrite(); err != nil {
+			s.cfg.Logf("superblock update after read-only mode: %v", err)
+		}
 		if err := a.StartAction(engine.ActionIdle); err != nil {
 			return engineError(err)
 		}
@@ -44,6 +48,10 @@ func (s *Service) setReadOnly(ro bool) error {
 	}
 	if err := a.Flush(); err != nil {
 		s.cfg.Logf("flush before read-only mode: %v", err)
+	}
+	// a write journal is quiesced: the cache written out, the tail moved
+	if err := a.QuiesceJournal(); err != nil {
+		s.cfg.Logf("journal before read-only mode: %v", err)
 	}
 	// md writes the superblocks clean as it goes read-only; with no
 	// write coming, safe mode does it within its delay.
