@@ -115,10 +115,14 @@ func (a *Array) QuiesceJournal() error {
 // writable again (RESTART_ARRAY_RW): md_check_recovery reaped the sync
 // thread while the array was read-only, and md_reap_sync_thread's
 // md_update_sb(mddev, 1) could only leave MD_SB_CHANGE_DEVS pending; md
-// writes it now, an event.
+// writes it now, an event. raid0 and linear have no md thread to reap
+// anything: none.
 func (a *Array) RecordReadWrite() error {
 	if a.opts.ReadOnly {
 		return ErrReadOnly
+	}
+	if !a.redundant() {
+		return nil // raid0, linear: no md thread, no md_check_recovery
 	}
 	a.meta.mu.Lock()
 	defer a.meta.mu.Unlock()
