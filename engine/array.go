@@ -855,6 +855,13 @@ func (a *Array) write(p []byte, off int64, fua bool) (int, error) {
 		}
 		return a.jnl.write(p, off, fua, false)
 	}
+	return a.writePieces(p, off, fua)
+}
+
+// writePieces writes p at off through the personality, split at
+// full-stripe boundaries, and returns how much was written before an
+// error.
+func (a *Array) writePieces(p []byte, off int64, fua bool) (int, error) {
 	done := int64(0)
 	err := a.pieces(off, int64(len(p)), func(o, n int64, full bool) error {
 		err := a.pers.write(p[o-off:o-off+n], uint64(o>>9), full, fua)

@@ -345,20 +345,31 @@ func BenchmarkFullStripeVsRAID0(b *testing.B) {
 				d0, d1 := alternate(b, batch,
 					func(n int) error { return s0.run(n, p, arrayRW(r0)) },
 					func(n int) error { return s1.run(n, p, arrayRW(a)) })
-				var tEng, tR0 time.Duration
-				var ratios []float64
-				for i := range d0 {
-					tR0 += d0[i]
-					tEng += d1[i]
-					ratios = append(ratios, float64(d0[i])/float64(d1[i]))
-				}
-				b.ReportMetric(median(ratios), "x_raid0")
-				b.ReportMetric(float64(int64(b.N)*op.size)/tEng.Seconds()/1e6, "MB/s")
-				b.ReportMetric(float64(int64(b.N)*op.size)/tR0.Seconds()/1e6, "raid0_MB/s")
+				reportSideBySide(b, d0, d1, op.size, "x_raid0", "raid0_MB/s", true)
 			})
 		}
 		r0.Close()
 	}
+}
+
+// reportSideBySide reports alternate's two sides: ratio is the median
+// over the rounds of side 1's time over side 0's (side 0's over side 1's
+// when inverse), MB/s side 1's throughput and base side 0's.
+func reportSideBySide(b *testing.B, d0, d1 []time.Duration, size int64, ratio, base string, inverse bool) {
+	var t0, t1 time.Duration
+	var ratios []float64
+	for i := range d0 {
+		t0 += d0[i]
+		t1 += d1[i]
+		r := float64(d1[i]) / float64(d0[i])
+		if inverse {
+			r = 1 / r
+		}
+		ratios = append(ratios, r)
+	}
+	b.ReportMetric(median(ratios), ratio)
+	b.ReportMetric(float64(int64(b.N)*size)/t1.Seconds()/1e6, "MB/s")
+	b.ReportMetric(float64(int64(b.N)*size)/t0.Seconds()/1e6, base)
 }
 
 // alternate runs b.N operations on each of two sides in batches of at

@@ -346,6 +346,15 @@ func (j *journal) checkpointPos() (cp uint64, drop int) {
 	return cp, drop
 }
 
+// tailTarget is checkpointPos under j.mu, and whether the tail would
+// move there.
+func (j *journal) tailTarget() (cp uint64, drop int, moved bool) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	cp, drop = j.checkpointPos()
+	return cp, drop, cp != j.tail
+}
+
 // reserve takes room for an io_unit of the given sectors and sequence
 // numbers, waiting for (or running) a checkpoint when the ring is full,
 // and keeping headroom sectors more free. insert, when not nil, runs
@@ -498,10 +507,7 @@ func (j *journal) close() error {
 	if err := j.flushCacheLocked(); err != nil {
 		return err
 	}
-	j.mu.Lock()
-	cp, drop := j.checkpointPos()
-	moved := cp != j.tail
-	j.mu.Unlock()
+	cp, drop, moved := j.tailTarget()
 	if !moved {
 		return nil
 	}

@@ -2,7 +2,6 @@ package engine
 
 import (
 	"testing"
-	"time"
 )
 
 // BenchmarkJournal writes a raid5 and a raid6 with a write journal and the
@@ -36,16 +35,7 @@ func BenchmarkJournal(b *testing.B) {
 				d0, d1 := alternate(b, 16,
 					func(n int) error { return s0.run(n, p, arrayRW(plain)) },
 					func(n int) error { return s1.run(n, p, arrayRW(jnl)) })
-				var tPlain, tJnl time.Duration
-				var ratios []float64
-				for i := range d0 {
-					tPlain += d0[i]
-					tJnl += d1[i]
-					ratios = append(ratios, float64(d1[i])/float64(d0[i]))
-				}
-				b.ReportMetric(median(ratios), "x_plain")
-				b.ReportMetric(float64(int64(b.N)*op.size)/tJnl.Seconds()/1e6, "MB/s")
-				b.ReportMetric(float64(int64(b.N)*op.size)/tPlain.Seconds()/1e6, "plain_MB/s")
+				reportSideBySide(b, d0, d1, op.size, "x_plain", "plain_MB/s", false)
 			})
 		}
 	}
@@ -79,16 +69,7 @@ func BenchmarkJournalWriteBack(b *testing.B) {
 				d0, d1 := alternate(b, 16,
 					func(n int) error { return s0.run(n, p, arrayRW(wt)) },
 					func(n int) error { return s1.run(n, p, arrayRW(wb)) })
-				var t0, t1 time.Duration
-				var ratios []float64
-				for i := range d0 {
-					t0 += d0[i]
-					t1 += d1[i]
-					ratios = append(ratios, float64(d1[i])/float64(d0[i]))
-				}
-				b.ReportMetric(median(ratios), "x_wt")
-				b.ReportMetric(float64(int64(b.N)*op.size)/t1.Seconds()/1e6, "MB/s")
-				b.ReportMetric(float64(int64(b.N)*op.size)/t0.Seconds()/1e6, "wt_MB/s")
+				reportSideBySide(b, d0, d1, op.size, "x_wt", "wt_MB/s", false)
 			})
 		}
 	}

@@ -7,7 +7,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -94,15 +93,9 @@ func TestKernelJournalCrash(t *testing.T) {
 			cp = append(cp, c)
 		}
 		recovered[s.name] = cp
-		var mu sync.Mutex
-		var lines []string
 		o := recoverOptions()
 		o.Name = "md"
-		o.Logf = func(f string, args ...any) {
-			mu.Lock()
-			lines = append(lines, fmt.Sprintf(f, args...))
-			mu.Unlock()
-		}
+		logs := captureLog(&o)
 		var ds []Device
 		for _, p := range cp {
 			d, err := OpenFile(p, FileOptions{})
@@ -122,9 +115,7 @@ func TestKernelJournalCrash(t *testing.T) {
 		if err := a.Close(); err != nil {
 			t.Fatal(err)
 		}
-		mu.Lock()
-		engineLog[s.name] = logRe.FindString(strings.Join(lines, "\n"))
-		mu.Unlock()
+		engineLog[s.name] = logRe.FindString(strings.Join(logs(), "\n"))
 	}
 
 	// The kernel: its own recovery of the crashed images (copy-on-write),
@@ -260,16 +251,15 @@ func TestKernelJournalWriteBackCrash(t *testing.T) {
 			disks = append(disks, mdvm.Disk{Path: p, Mode: mdvm.COW})
 		}
 		// The engine's recovery of the same images.
-		var lines []string
 		o := recoverOptions()
 		o.Name = "md"
-		o.Logf = func(f string, args ...any) { lines = append(lines, fmt.Sprintf(f, args...)) }
+		logs := captureLog(&o)
 		b := open(t, cloneMems(t, crash), o)
 		if got := arrayMD5(t, b); got != want[k] {
 			t.Errorf("%v: the engine reads md5 %s after its recovery, the workload wrote %s", s, got, want[k])
 		}
 		b.Close()
-		engineLog[k] = logRe.FindString(strings.Join(lines, "\n"))
+		engineLog[k] = logRe.FindString(strings.Join(logs(), "\n"))
 		if !strings.HasPrefix(engineLog[k], "recovering ") || strings.HasPrefix(engineLog[k], "recovering 0 data-only") {
 			t.Fatalf("%v: the engine's recovery: %q, want data-only stripes", s, engineLog[k])
 		}

@@ -101,11 +101,7 @@ func (a *Array) QuiesceJournal() error {
 	if err := j.flushCacheLocked(); err != nil {
 		return err
 	}
-	j.mu.Lock()
-	cp, _ := j.checkpointPos()
-	moved := cp != j.tail
-	j.mu.Unlock()
-	if !moved {
+	if _, _, moved := j.tailTarget(); !moved {
 		return nil
 	}
 	return j.checkpoint()

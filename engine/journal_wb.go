@@ -140,20 +140,10 @@ func (j *journal) blockedByCache() bool {
 // writeWhole writes whole pages in the current mode; the caller holds
 // subMu (shared, or exclusively when excl).
 func (j *journal) writeWhole(p []byte, off int64, fua bool) (int, error) {
-	a := j.a
 	if j.getMode() == JournalWriteBack {
 		return j.cacheWrite(p, off)
 	}
-	done := int64(0)
-	err := a.pieces(off, int64(len(p)), func(o, n int64, full bool) error {
-		err := a.pers.write(p[o-off:o-off+n], uint64(o>>9), full, fua)
-		if err == nil {
-			done = o - off + n
-		}
-		return err
-	})
-	a.noteMissed()
-	return int(done), err
+	return j.a.writePieces(p, off, fua)
 }
 
 // write is a whole-page write of the array through the journal: with

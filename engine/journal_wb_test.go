@@ -4,9 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"fmt"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -120,13 +118,12 @@ func TestJournalWriteBackWorkload(t *testing.T) {
 				// The stop wrote the cache out, its data logged before
 				// and its parity then: the log's last io_unit holds
 				// parity only, which md's recovery skips.
-				var lines []string
 				o := recoverOptions()
 				o.Name = "md"
-				o.Logf = func(f string, args ...any) { lines = append(lines, fmt.Sprintf(f, args...)) }
+				logs := captureLog(&o)
 				a = open(t, mems, o)
-				if !containsPrefix(lines, "md/raid:md: starting from clean shutdown") {
-					t.Errorf("a start after a write-back stop: %q, want md's clean shutdown", lines)
+				if !containsPrefix(logs(), "md/raid:md: starting from clean shutdown") {
+					t.Errorf("a start after a write-back stop: %q, want md's clean shutdown", logs())
 				}
 				checkContent(t, a, m)
 				if n, err := a.Check(context.Background(), false); err != nil || n != 0 {
@@ -158,25 +155,24 @@ func TestJournalWriteBackCrash(t *testing.T) {
 					t.Fatalf("round %d: nothing cached at the crash", round)
 				}
 				crash := cloneMems(t, mems)
-				var lines []string
 				o := recoverOptions()
 				o.Name = "md"
-				o.Logf = func(f string, args ...any) { lines = append(lines, fmt.Sprintf(f, args...)) }
+				logs := captureLog(&o)
 				b := open(t, crash, o)
-				if !containsPrefix(lines, "md/raid:md: recovering ") || containsPrefix(lines, "md/raid:md: recovering 0 data-only") {
-					t.Fatalf("round %d: recovery said %q, want data-only stripes", round, lines)
+				if l := logs(); !containsPrefix(l, "md/raid:md: recovering ") || containsPrefix(l, "md/raid:md: recovering 0 data-only") {
+					t.Fatalf("round %d: recovery said %q, want data-only stripes", round, l)
 				}
 				checkContent(t, b, m)
 				if n, err := b.Check(context.Background(), false); err != nil || n != 0 {
 					t.Fatalf("round %d: parity mismatches %d, %v", round, n, err)
 				}
 				b.Close()
-				lines = nil
+				logs = captureLog(&o)
 				b = open(t, crash, o)
 				checkContent(t, b, m)
 				b.Close()
-				if containsPrefix(lines, "md/raid:md: recovering ") && !containsPrefix(lines, "md/raid:md: recovering 0 data-only") {
-					t.Fatalf("round %d: the second start recovers data-only stripes again: %q", round, lines)
+				if l := logs(); containsPrefix(l, "md/raid:md: recovering ") && !containsPrefix(l, "md/raid:md: recovering 0 data-only") {
+					t.Fatalf("round %d: the second start recovers data-only stripes again: %q", round, l)
 				}
 			}
 			a.Close()
@@ -192,57 +188,7 @@ func TestJournalWriteBackConcurrent(t *testing.T) {
 	mems := create(t, s)
 	a := wbOpen(t, mems)
 	m := newModel(a.Size())
-	const writers = 6
-	const shared = 16 * 4096
-	region := (a.Size() - shared) / writers &^ 4095
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	errs := make(chan error, writers)
-	for w := 0; w < writers; w++ {
-		wg.Add(1)
-		go func(w int) {
-			defer wg.Done()
-			r := newRand(uint64(w + 11))
-			base := shared + int64(w)*region
-			for i := 0; i < 200; i++ {
-				var off, n int64
-				switch i % 3 {
-				case 0:
-					n = 48 << 10
-					off = base + r.Int64N(region/n)*n
-				case 1:
-					n = 4096
-					off = base + r.Int64N(region/n)*n
-				default:
-					n = 512
-					off = int64(r.IntN(shared/4096))*4096 + int64(w)*512
-				}
-				p := make([]byte, n)
-				fillPattern(r, p)
-				mu.Lock()
-				m.write(p, off)
-				mu.Unlock()
-				if _, err := a.WriteAt(p, off); err != nil {
-					errs <- err
-					return
-				}
-				got := make([]byte, n)
-				if _, err := a.ReadAt(got, off); err != nil {
-					errs <- err
-					return
-				}
-				if !bytes.Equal(got, p) {
-					errs <- errors.New("a read after a write-back write returned other data")
-					return
-				}
-			}
-		}(w)
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Fatal(err)
-	}
+	concurrentWriters(t, a, m, 11, 200, true)
 	if a.jnl.c.epoch.Load() == 0 {
 		t.Fatal("the cache was never written out")
 	}
@@ -330,14 +276,8 @@ func TestJournalDeviceFails(t *testing.T) {
 			fd := NewFaultDevice(devs[s.n], 1)
 			devs[s.n] = fd
 			o := recoverOptions()
-			var mu sync.Mutex
-			var lines []string
 			o.Name = "md0"
-			o.Logf = func(f string, args ...any) {
-				mu.Lock()
-				lines = append(lines, fmt.Sprintf(f, args...))
-				mu.Unlock()
-			}
+			logs := captureLog(&o)
 			a, err := Open(devs, o)
 			if err != nil {
 				t.Fatal(err)
@@ -388,11 +328,9 @@ func TestJournalDeviceFails(t *testing.T) {
 			}
 			checkContent(t, a, m)
 			a.Close()
-			mu.Lock()
-			if !containsPrefix(lines, "md/raid:md0: Disk failure on ") {
-				t.Errorf("no disk failure line: %q", lines)
+			if !containsPrefix(logs(), "md/raid:md0: Disk failure on ") {
+				t.Errorf("no disk failure line: %q", logs())
 			}
-			mu.Unlock()
 			head := make([]byte, 4096)
 			if _, err := mems[0].Reopen().ReadAt(head, 4096); err != nil {
 				t.Fatal(err)
