@@ -296,3 +296,97 @@ func TestKernelJournalWriteBackCrash(t *testing.T) {
 		t.Errorf("guest output:\n%s", out)
 	}
 }
+
+// TestKernelJournalDeviceFailed: the superblocks the engine writes when
+// the journal device fails (journalFailed: the journal's role faulty in
+// the other members, the write-back cache written out unlogged) are what
+// md makes of its own journal failures. mdadm 4.2 refuses to assemble
+// them without --force ("Not safe to assemble with missing or stale
+// journal device"), and with --force the kernel starts the array read-only
+// ("journal disk is missing, force array readonly") and reads what the
+// engine's model holds, with every data member and with each one left out
+// in turn (the parity the engine wrote, read back through md's
+// reconstruction), in both journal modes.
+func TestKernelJournalDeviceFailed(t *testing.T) {
+	mdvm.Parallel(t)
+	mdvm.Require(t)
+	dir := t.TempDir()
+	var disks []mdvm.Disk
+	var sc strings.Builder
+	want := map[int]string{}
+	n := 0
+	for k, wb := range []bool{false, true} {
+		s, mems, m, _ := journalFailed(t, wb)
+		n = s.n
+		want[k] = fmt.Sprintf("%x", md5.Sum(m.b))
+		var data []string
+		var all []string
+		for i, mem := range mems {
+			b := make([]byte, mem.Geometry().Size)
+			if _, err := mem.Reopen().ReadAt(b, 0); err != nil {
+				t.Fatal(err)
+			}
+			p := filepath.Join(dir, fmt.Sprintf("%d-%d.img", k, i))
+			if err := os.WriteFile(p, b, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			dev := "/dev/vd" + string(rune('a'+len(disks)))
+			disks = append(disks, mdvm.Disk{Path: p, Mode: mdvm.COW})
+			all = append(all, dev)
+			if i < s.n {
+				data = append(data, dev)
+			}
+		}
+		md := fmt.Sprintf("/dev/md%d", k)
+		fmt.Fprintf(&sc, "dmesg -c >/dev/null\n")
+		fmt.Fprintf(&sc, "o=$(mdadm -A %s %s 2>&1); rc=$?; echo \"%d PLAIN $(echo $o) rc=$rc\"; mdadm -S %s >/dev/null 2>&1\n", md, strings.Join(all, " "), k, md)
+		fmt.Fprintf(&sc, "o=$(mdadm -A --force %s %s 2>&1); echo \"%d FORCE $(echo $o)\"\n", md, strings.Join(all, " "), k)
+		fmt.Fprintf(&sc, "echo \"%d STATE $(cat /sys/block/md%d/md/array_state)\"\n", k, k)
+		fmt.Fprintf(&sc, "echo \"%d LOG $(dmesg | grep -o 'journal disk is missing, force array readonly')\"\n", k)
+		fmt.Fprintf(&sc, "echo \"%d MD5 $(md5sum < %s | cut -d' ' -f1)\"\nmdadm -S %s >/dev/null 2>&1\n", k, md, md)
+		for skip := range data {
+			var some []string
+			for i, d := range data {
+				if i != skip {
+					some = append(some, d)
+				}
+			}
+			fmt.Fprintf(&sc, "mdadm -A --force --run %s %s >/dev/null 2>&1 || echo ASSEMBLE-FAILED %d %d\n", md, strings.Join(some, " "), k, skip)
+			fmt.Fprintf(&sc, "echo \"%d WITHOUT%d $(md5sum < %s | cut -d' ' -f1)\"\nmdadm -S %s >/dev/null 2>&1\n", k, skip, md, md)
+		}
+	}
+	out := mdvm.MustExec(t, mdvm.Run{Disks: disks, Script: sc.String(), Timeout: 300 * time.Second})
+	field := func(k int, key string) string {
+		m := regexp.MustCompile(fmt.Sprintf(`(?m)^%d %s ?(.*)$`, k, key)).FindStringSubmatch(string(out))
+		if m == nil {
+			return "<none>"
+		}
+		return strings.TrimSpace(m[1])
+	}
+	for k := range want {
+		t.Logf("%d: %s; %s; %s", k, field(k, "FORCE"), field(k, "STATE"), field(k, "MD5"))
+		if got := field(k, "PLAIN"); got != "mdadm: Not safe to assemble with missing or stale journal device, consider --force. rc=1" {
+			t.Errorf("%d: mdadm -A without --force: %q", k, got)
+		}
+		if got := field(k, "FORCE"); !strings.HasPrefix(got, "mdadm: Journal is missing or stale, starting array read only.") {
+			t.Errorf("%d: mdadm -A --force: %q", k, got)
+		}
+		if got := field(k, "STATE"); got != "readonly" {
+			t.Errorf("%d: array_state %q, want readonly", k, got)
+		}
+		if got := field(k, "LOG"); got != "journal disk is missing, force array readonly" {
+			t.Errorf("%d: the kernel's log: %q", k, got)
+		}
+		if got := field(k, "MD5"); got != want[k] {
+			t.Errorf("%d: the kernel reads md5 %s, the engine's model holds %s", k, got, want[k])
+		}
+		for skip := 0; skip < n; skip++ {
+			if got := field(k, fmt.Sprintf("WITHOUT%d", skip)); got != want[k] {
+				t.Errorf("%d: without data member %d the kernel reads md5 %s, the engine's model holds %s", k, skip, got, want[k])
+			}
+		}
+	}
+	if strings.Contains(string(out), "FAILED") || t.Failed() {
+		t.Errorf("guest output:\n%s", out)
+	}
+}

@@ -270,85 +270,7 @@ func TestJournalDeviceFails(t *testing.T) {
 			name = "write-back"
 		}
 		t.Run(name, func(t *testing.T) {
-			s := journalSpecs()[0]
-			mems := create(t, s)
-			devs := devices(mems)
-			fd := NewFaultDevice(devs[s.n], 1)
-			devs[s.n] = fd
-			o := recoverOptions()
-			o.Name = "md0"
-			logs := captureLog(&o)
-			a, err := Open(devs, o)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if wb {
-				if err := a.SetJournalMode(JournalWriteBack); err != nil {
-					t.Fatal(err)
-				}
-			}
-			m := newModel(a.Size())
-			workload(t, a, m, 21, 60)
-			if wb && !a.jnl.cached() {
-				t.Fatal("nothing cached before the failure")
-			}
-			fd.AddRule(FaultRule{Ops: OpWrite | OpFlush})
-			p := make([]byte, 4096)
-			fillPattern(newRand(22), p)
-			if _, err := a.WriteAt(p, 1<<20); !errors.Is(err, ErrJournal) {
-				t.Fatalf("a write with the journal device failing: %v, want ErrJournal", err)
-			}
-			// the failed write's page holds either its old or its new data
-			got := make([]byte, 4096)
-			if _, err := a.ReadAt(got, 1<<20); err != nil {
-				t.Fatal(err)
-			}
-			if !bytes.Equal(got, p) && !bytes.Equal(got, m.b[1<<20:1<<20+4096]) {
-				t.Fatal("the failed write's page holds neither its old nor its new data")
-			}
-			m.write(got, 1<<20)
-			if _, err := a.WriteAt(p, 2<<20); !errors.Is(err, ErrJournal) {
-				t.Fatalf("a write after the journal failed: %v, want ErrJournal", err)
-			}
-			var jst MemberState
-			for _, mi := range a.Members() {
-				if mi.Device == s.n {
-					jst = mi.State
-				}
-			}
-			if jst != Faulty {
-				t.Fatalf("the journal member is %v after its failure, want faulty", jst)
-			}
-			deadline := time.Now().Add(2 * time.Minute)
-			for wb && (a.JournalMode() != JournalWriteThrough || a.jnl.c.switching.Load()) {
-				if time.Now().After(deadline) {
-					t.Fatal("still write-back after the journal failed")
-				}
-				time.Sleep(time.Millisecond)
-			}
-			checkContent(t, a, m)
-			a.Close()
-			if !containsPrefix(logs(), "md/raid:md0: Disk failure on ") {
-				t.Errorf("no disk failure line: %q", logs())
-			}
-			head := make([]byte, 4096)
-			if _, err := mems[0].Reopen().ReadAt(head, 4096); err != nil {
-				t.Fatal(err)
-			}
-			sb0, err := superblock.Parse(head)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if _, err := mems[s.n].Reopen().ReadAt(head, 4096); err != nil {
-				t.Fatal(err)
-			}
-			sbj, err := superblock.Parse(head)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if r := sb0.DevRoles[sbj.DevNumber]; r != superblock.RoleFaulty {
-				t.Errorf("member 0 records the journal's role as 0x%x, want faulty", r)
-			}
+			_, mems, m, p := journalFailed(t, wb)
 			b := open(t, mems, recoverOptions())
 			defer b.Close()
 			if _, err := b.WriteAt(p, 0); err != ErrReadOnly {
@@ -357,4 +279,96 @@ func TestJournalDeviceFails(t *testing.T) {
 			checkContent(t, b, m)
 		})
 	}
+}
+
+// journalFailed runs a workload on the first of journalSpecs (in
+// write-back mode when wb), then fails the journal device's writes and
+// flushes: the next writes must fail (ErrJournal), the journal member
+// turn faulty in the other members' superblocks with md's disk failure
+// line, write-back fall back to write-through (its cache written out to
+// the members) and the array read as the model says. It returns the
+// spec, the members after the array's stop, the model and a page the
+// caller may try to write.
+func journalFailed(t *testing.T, wb bool) (spec, []*MemDevice, *model, []byte) {
+	t.Helper()
+	s := journalSpecs()[0]
+	mems := create(t, s)
+	devs := devices(mems)
+	fd := NewFaultDevice(devs[s.n], 1)
+	devs[s.n] = fd
+	o := recoverOptions()
+	o.Name = "md0"
+	logs := captureLog(&o)
+	a, err := Open(devs, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if wb {
+		if err := a.SetJournalMode(JournalWriteBack); err != nil {
+			t.Fatal(err)
+		}
+	}
+	m := newModel(a.Size())
+	workload(t, a, m, 21, 60)
+	if wb && !a.jnl.cached() {
+		t.Fatal("nothing cached before the failure")
+	}
+	fd.AddRule(FaultRule{Ops: OpWrite | OpFlush})
+	p := make([]byte, 4096)
+	fillPattern(newRand(22), p)
+	if _, err := a.WriteAt(p, 1<<20); !errors.Is(err, ErrJournal) {
+		t.Fatalf("a write with the journal device failing: %v, want ErrJournal", err)
+	}
+	// the failed write's page holds either its old or its new data
+	got := make([]byte, 4096)
+	if _, err := a.ReadAt(got, 1<<20); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, p) && !bytes.Equal(got, m.b[1<<20:1<<20+4096]) {
+		t.Fatal("the failed write's page holds neither its old nor its new data")
+	}
+	m.write(got, 1<<20)
+	if _, err := a.WriteAt(p, 2<<20); !errors.Is(err, ErrJournal) {
+		t.Fatalf("a write after the journal failed: %v, want ErrJournal", err)
+	}
+	var jst MemberState
+	for _, mi := range a.Members() {
+		if mi.Device == s.n {
+			jst = mi.State
+		}
+	}
+	if jst != Faulty {
+		t.Fatalf("the journal member is %v after its failure, want faulty", jst)
+	}
+	deadline := time.Now().Add(2 * time.Minute)
+	for wb && (a.JournalMode() != JournalWriteThrough || a.jnl.c.switching.Load()) {
+		if time.Now().After(deadline) {
+			t.Fatal("still write-back after the journal failed")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	checkContent(t, a, m)
+	a.Close()
+	if !containsPrefix(logs(), "md/raid:md0: Disk failure on ") {
+		t.Errorf("no disk failure line: %q", logs())
+	}
+	head := make([]byte, 4096)
+	if _, err := mems[0].Reopen().ReadAt(head, 4096); err != nil {
+		t.Fatal(err)
+	}
+	sb0, err := superblock.Parse(head)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := mems[s.n].Reopen().ReadAt(head, 4096); err != nil {
+		t.Fatal(err)
+	}
+	sbj, err := superblock.Parse(head)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := sb0.DevRoles[sbj.DevNumber]; r != superblock.RoleFaulty {
+		t.Errorf("member 0 records the journal's role as 0x%x, want faulty", r)
+	}
+	return s, mems, m, p
 }
