@@ -37,7 +37,7 @@ func (a *Array) AddDevice(dev Device, opts AddOptions) (int, error) {
 	if a.opts.ReadOnly {
 		return -1, ErrReadOnly
 	}
-	if !a.redundant() {
+	if !a.redundant() && !a.multipath() {
 		return -1, fmt.Errorf("%w: %v takes no spares", ErrUnsupported, a.level)
 	}
 	if a.failed.Load() {
@@ -144,13 +144,12 @@ func (a *Array) prepareAdd(dev Device, opts AddOptions) (*member, error) {
 	dsize := uint64(dev.Geometry().Size) >> 9
 	sb := *ref
 	sb.DevRoles = append([]uint16(nil), ref.DevRoles...)
-	// write_init_super1: an existing superblock of this array keeps its
-	// events, dev_number and device_uuid.
-	var old *loadedSuper
-	// A superblock that fails validation is not trusted for any of them.
-	if ls, err := loadSuper(dev, minor); err == nil && ls.err == nil && bytes.Equal(ls.sb.SetUUID[:], a.uuid[:]) {
-		old = ls
-	}
+	// write_init_super1 keeps the events, dev_number and device_uuid of
+	// a superblock of this array it finds on the device, but mdadm 4.2
+	// first zeroes any md superblock there (its Kill loop), so a former
+	// member gets a new device_uuid, events 0 and the dev_number chosen
+	// here, as a new device does (Linux 6.1 + mdadm 4.2: a raid1 member
+	// failed, removed and added again has Number 2 and a new Device UUID).
 	used := map[uint32]bool{}
 	a.cfgMu.RLock()
 	for _, o := range a.all {
@@ -170,13 +169,6 @@ func (a *Array) prepareAdd(dev Device, opts AddOptions) (*member, error) {
 	sb.Events = 0
 	if _, err := crand.Read(sb.DeviceUUID[:]); err != nil {
 		return nil, err
-	}
-	if old != nil {
-		sb.Events = old.sb.Events
-		sb.DeviceUUID = old.sb.DeviceUUID
-		if !used[old.sb.DevNumber] {
-			num = old.sb.DevNumber
-		}
 	}
 	if num >= 1920 { // MAX_DEVS of 1.x with 4 KiB superblocks
 		return nil, fmt.Errorf("engine: no free device number")
