@@ -1,6 +1,9 @@
 package cmd
 
-import "testing"
+import (
+	"strings"
+	"testing"
+)
 
 // TestMdadmSplitByCost: every entry of the table lands in exactly one
 // part, in the table's order, and the parts' guest costs differ by no
@@ -46,5 +49,33 @@ func TestMdadmSplitByCost(t *testing.T) {
 		if _, ok := pos[name]; !ok {
 			t.Errorf("mdadmGuestCost names %s, which is not in the table", name)
 		}
+	}
+}
+
+// TestMdadmRaid6IntegLayouts: the entries running 01raid6integ's
+// translation take every one of mdadm's 13 raid6 layouts, each once.
+func TestMdadmRaid6IntegLayouts(t *testing.T) {
+	want := strings.Fields("ls rs la ra parity-first ddf-zero-restart ddf-N-restart ddf-N-continue " +
+		"left-asymmetric-6 right-asymmetric-6 left-symmetric-6 right-symmetric-6 parity-first-6")
+	seen := map[string]int{}
+	for _, c := range mdadmTests {
+		if c.scriptName() != "01raid6integ" {
+			continue
+		}
+		for _, v := range c.vars {
+			if l, ok := strings.CutPrefix(v, "layouts="); ok {
+				for _, f := range strings.Fields(l) {
+					seen[f]++
+				}
+			}
+		}
+	}
+	for _, l := range want {
+		if seen[l] != 1 {
+			t.Errorf("layout %s is run %d times, want once", l, seen[l])
+		}
+	}
+	if len(seen) != len(want) {
+		t.Errorf("layouts run: %v, want %v", seen, want)
 	}
 }

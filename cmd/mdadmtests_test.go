@@ -36,6 +36,9 @@ type mdadmTest struct {
 	// inVM runs mdtool's side in the VM too, on loop devices (tests that
 	// scan block devices: image files on the host are none).
 	inVM bool
+	// multipath: /dev/loop7 is a second loop device over $dev6's image
+	// (mdadmLoopImage), and the guest loads md's multipath personality.
+	multipath bool
 	// md5: the script leaves the md5 of the whole array mdtool served in
 	// $targetdir/served.md5 (servedmd5); the kernel's md5 of the final
 	// array must equal it (checkServedMD5).
@@ -50,6 +53,19 @@ type mdadmTest struct {
 	// build: the final array has no superblocks; the kernel's check
 	// builds it with these options (mdadm -B) instead of assembling it.
 	build string
+	// script names the translation (testdata/mdadm-tests/SCRIPT.sh) when
+	// it is not the entry's name; vars are more NAME=VALUE variables for
+	// it, in both worlds.
+	script string
+	vars   []string
+}
+
+// scriptName is the entry's translation, without ".sh".
+func (c mdadmTest) scriptName() string {
+	if c.script != "" {
+		return c.script
+	}
+	return c.name
 }
 
 func (c mdadmTest) devSize() int64 {
@@ -86,7 +102,11 @@ var mdadmTests = []mdadmTest{
 	// INTEGRITY=yes tests on 4 MiB members: every member failed, read
 	// around and recovered, in every raid5 (raid6) layout
 	{name: "01r5integ", devs: 4, size: 4 << 20, final: []int{0, 1, 2, 3}},
-	{name: "01raid6integ", devs: 5, size: 4 << 20, final: []int{0, 1, 2, 3, 4}},
+	// its 13 layouts in two entries, one for each guest
+	{name: "01raid6integ", devs: 5, size: 4 << 20, final: []int{0, 1, 2, 3, 4},
+		vars: []string{"layouts=ls rs la ra parity-first ddf-zero-restart ddf-N-restart"}},
+	{name: "01raid6integ-6", script: "01raid6integ", devs: 5, size: 4 << 20, final: []int{0, 1, 2, 3, 4},
+		vars: []string{"layouts=ddf-N-continue left-asymmetric-6 right-asymmetric-6 left-symmetric-6 right-symmetric-6 parity-first-6"}},
 	{name: "07autoassemble", devs: 5, final: []int{0, 1}, inVM: true},
 	// not one of mdadm's tests: raid10 -> raid0 -> raid10 (issue 14); in
 	// the VM, where mdtool's members have the loop devices' names that
@@ -318,6 +338,7 @@ func mdadmTestNames(c mdadmTest, dev func(i int) string) (names []string, env []
 		list = append(list, dev(i))
 	}
 	env = append(env, "devlist="+strings.Join(list, " "), "md0=/dev/md0", "md1=/dev/md1", "md2=/dev/md2")
+	env = append(env, c.vars...)
 	return names, env
 }
 
@@ -340,7 +361,7 @@ func runMdadmTestHost(t *testing.T, bin, root, src string, c mdadmTest) string {
 		}
 	}
 	cmd.Env = append(cmd.Env, env...)
-	cmd.Env = append(cmd.Env, "BIN="+bin, "LOG="+log, "targetdir="+dir, "SRC="+src, "NAME="+c.name,
+	cmd.Env = append(cmd.Env, "BIN="+bin, "LOG="+log, "targetdir="+dir, "SRC="+src, "NAME="+c.scriptName(),
 		"MDTOOL_RUN_DIR="+filepath.Join(dir, "run"), "MDTOOL_CONFIG=/dev/null",
 		// mdadm's arrays are /dev/mdN; these are compared by their text,
 		// without a kernel block device (and its one-line note).
@@ -372,10 +393,14 @@ func mdadmTestVMScript(tests []mdadmTest) string {
 			fmt.Fprintf(&s, "[ -b /dev/loop%d ] || mknod /dev/loop%d b 7 %d\n", i, i, i)
 		}
 	}
-	attach := func(n int, size int64) {
-		for i := 0; i < n; i++ {
+	attach := func(c mdadmTest) {
+		for i := 0; i < c.devs; i++ {
 			loopNode(i)
-			fmt.Fprintf(&s, "rm -f /tmp/img/d%d; truncate -s %d /tmp/img/d%d; losetup /dev/loop%d /tmp/img/d%d || echo LOSETUP-FAILED\n", i, size, i, i, i)
+			img := mdadmLoopImage(c, i)
+			if img == fmt.Sprintf("/tmp/img/d%d", i) {
+				fmt.Fprintf(&s, "rm -f %s; truncate -s %d %s; ", img, c.devSize(), img)
+			}
+			fmt.Fprintf(&s, "losetup /dev/loop%d %s || echo LOSETUP-FAILED\n", i, img)
 		}
 	}
 	detach := func(n int) {
@@ -391,19 +416,19 @@ func mdadmTestVMScript(tests []mdadmTest) string {
 			k, v, _ := strings.Cut(env[i], "=")
 			env[i] = k + "='" + v + "'"
 		}
-		attach(c.devs, c.devSize())
+		attach(c)
 		fmt.Fprintf(&s, "(export BIN=$(command -v mdadm) LOG=%s/log targetdir=%s %s; . /share/prelude.sh; . /share/tests/%s.sh; finish)\n",
-			dir, dir, strings.Join(env, " "), c.name)
+			dir, dir, strings.Join(env, " "), c.scriptName())
 		s.WriteString("mdadm -Ss >/dev/null 2>&1\n")
 		detach(c.devs)
 		if !c.inVM {
 			continue
 		}
 		mt := "/share/mt/" + c.name
-		attach(c.devs, c.devSize())
+		attach(c)
 		env = append(env, mdadmBmfQuote(c.bmfEnv(mdadmBmfGuestDir("mt", c.name)))...) // the later bmf= wins
 		fmt.Fprintf(&s, "(export BIN=/usr/bin/mdtool MDTOOL_RUN_DIR=/tmp/mdtool-%s MDTOOL_CONFIG=/dev/null MDTOOL_DEVICE=none LOG=%s/log targetdir=%s %s; . /share/prelude.sh; . /share/tests/%s.sh; finish; quiet -Ss)\n",
-			c.name, mt, mt, strings.Join(env, " "), c.name)
+			c.name, mt, mt, strings.Join(env, " "), c.scriptName())
 		s.WriteString(c.bmfSave(mt))
 		detach(c.devs)
 		for _, i := range c.final {
@@ -514,7 +539,7 @@ func runMdadmSuite(t *testing.T, bin, root string, tests []mdadmTest) {
 	}
 	got := map[string]string{}
 	for _, c := range tests {
-		copyFile(filepath.Join(src, c.name+".sh"), filepath.Join(share, "tests", c.name+".sh"))
+		copyFile(filepath.Join(src, c.scriptName()+".sh"), filepath.Join(share, "tests", c.scriptName()+".sh"))
 		for _, side := range []string{"vm", "mt"} {
 			dir := filepath.Join(share, side, c.name)
 			if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -667,7 +692,8 @@ var mdadmGuestCost = map[string]int{
 	"01r1fail":                       19,
 	"01r5fail":                       26,
 	"01r5integ":                      40,
-	"01raid6integ":                   90,
+	"01raid6integ":                   210, // 7 layouts, about 30 s each (3 took 90)
+	"01raid6integ-6":                 180, // 6 layouts
 	"01replace":                      100,
 	"01replace-090":                  96,
 	"02r1add":                        17,
