@@ -110,7 +110,11 @@ type assembleOptions struct {
 	// incrStart: -I or -R starts the members -I collected (md's
 	// array_state, no assembly rules): without its journal the array
 	// runs read-only, as md runs it.
-	incrStart                                    bool
+	incrStart bool
+	// created: create starts the array it wrote (startCreated): the
+	// members were given in md's ADD_NEW_DISK order of the create,
+	// which numbers multipath's paths (engineOrder).
+	created                                      bool
 	uuid, name, config, update, auto, superMinor string
 	backupFile                                   string // --backup-file: an in-place reshape's (assemble_backup.go)
 	bitmapFile                                   string // --bitmap: a bitmap file (assemble_bitmapfile.go)
@@ -182,7 +186,8 @@ func newAssembleCmd(env *Env) *cobra.Command {
 	f.BoolVar(&o.foreground, "foreground", false, "serve in this process until stopped, instead of a background daemon")
 	addServeFlags(f, &o.srv)
 	f.BoolVar(&o.incrStart, "incremental-start", false, "start the members incremental collected")
-	for _, n := range []string{"auto", "incremental-start"} {
+	f.BoolVar(&o.created, "created", false, "start the array create wrote, its members in create's order")
+	for _, n := range []string{"auto", "incremental-start", "created"} {
 		_ = f.MarkHidden(n)
 	}
 	return c
@@ -1123,7 +1128,7 @@ func (as *assembler) loadAndStart(j assembleJob, mddev, name string, devs []*asm
 	if rc, run := as.decideStart(st); !run {
 		return rc
 	}
-	return as.start(j, mddev, name, devs, st.engineOrder(), lock, st.clean, st.readonly)
+	return as.start(j, mddev, name, devs, st.engineOrder(as.o.created), lock, st.clean, st.readonly)
 }
 
 // runnableFeatures refuses the features the engine cannot run. A
@@ -1164,15 +1169,19 @@ func (as *assembler) loadSlots(st *asmArray) {
 				st.mostRecent = k
 			}
 		}
+		raidDisk := d.raidDisk
+		if d.sb.Level == superblock.LevelMultipath {
+			raidDisk = k // "with multipath, the raid_disk from the superblock is meaningless"
+		}
 		var i int
-		if d.raidDisk < 0 || d.raidDisk == int(superblock.RoleJournal) {
+		if raidDisk < 0 || raidDisk == int(superblock.RoleJournal) {
 			if nextSpare < rd*2 {
 				nextSpare = rd * 2
 			}
 			i = nextSpare
 			nextSpare++
 		} else {
-			i = d.raidDisk * 2
+			i = raidDisk * 2
 			if d.state&mdDiskReplacement != 0 {
 				i++
 			}
@@ -1215,12 +1224,16 @@ func (as *assembler) countFresh(st *asmArray) {
 			continue
 		}
 		d := st.devs[k]
-		if d.state&mdDiskJournal != 0 {
+		switch {
+		case st.level == superblock.LevelMultipath:
+			// "we ignore error flags in multipath arrays as they don't
+			// make sense"
+		case d.state&mdDiskJournal != 0:
 			if !st.journalRequired() {
 				continue // an unexpected journal: faulty
 			}
 			st.journalcnt++
-		} else if d.state&mdDiskActive == 0 {
+		case d.state&mdDiskActive == 0:
 			if d.state&mdDiskFaulty == 0 {
 				d.uptodate = true
 				st.sparecnt++
@@ -1468,7 +1481,24 @@ func (st *asmArray) whyNotStarted(reqCnt int) string {
 // (the kernel takes the first superblock among the freshest as its
 // reference), then the others in slot order; devices that are not up to
 // date are left out, as the kernel kicks them.
-func (st *asmArray) engineOrder() []int {
+//
+// A multipath array's members go in the order mdadm adds them to md
+// (engine.assembleMultipath numbers the paths by md's list, that order
+// reversed): the others in slot order and the chosen drive last, or, for
+// the array create just wrote (created), in the order create gave them.
+func (st *asmArray) engineOrder(created bool) []int {
+	if st.level == superblock.LevelMultipath {
+		var order []int
+		for i := 0; i < st.bestcnt; i++ {
+			if k := st.get(i); k >= 0 && st.devs[k].uptodate && (created || k != st.chosen) {
+				order = append(order, k)
+			}
+		}
+		if !created {
+			order = append(order, st.chosen)
+		}
+		return order
+	}
 	order := []int{st.chosen}
 	for i := 0; i < st.bestcnt; i++ {
 		k := st.get(i)

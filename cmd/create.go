@@ -107,7 +107,7 @@ EXIT STATUS
 		},
 	}
 	f := c.Flags()
-	f.StringVarP(&o.level, "level", "l", "", "RAID level: linear, 0, 1, 4, 5, 6, 10 (also raid5, mirror, stripe, ...)")
+	f.StringVarP(&o.level, "level", "l", "", "RAID level: linear, 0, 1, 4, 5, 6, 10, multipath (also raid5, mirror, stripe, mp, ...)")
 	f.IntVarP(&o.raidDevices, "raid-devices", "n", 0, "number of active devices in the array")
 	f.IntVar(&o.raidDevices, "raid-disks", 0, "alias of --raid-devices")
 	f.IntVarP(&o.spareDevices, "spare-devices", "x", 0, "number of spare devices")
@@ -460,10 +460,10 @@ func writeMembers(res *plan.Result, members []*member.Member) error {
 	return nil
 }
 
-// startCreated runs "mdtool assemble --foreground --run --quiet MD DEVS..."
+// startCreated runs "mdtool assemble --foreground --run --quiet --created MD DEVS..."
 // as a background daemon and waits until it serves the array.
 func startCreated(env *Env, mddev string, devs []string, flags ...string) error {
-	args := append(append([]string{"assemble", "--foreground", "--run", "--quiet"}, flags...), mddev)
+	args := append(append([]string{"assemble", "--foreground", "--run", "--quiet", "--created"}, flags...), mddev)
 	args = append(args, devs...)
 	code, err := spawnSelf(env, args)
 	var ce *daemon.ChildExitError

@@ -58,7 +58,6 @@ func TestPlanRefusalText(t *testing.T) {
 	}{
 		{"no level", func(o *plan.Options) { o.Level = "" }, "a RAID level is needed to create an array.", 1},
 		{"bad level", func(o *plan.Options) { o.Level = "raid7" }, "invalid raid level: raid7", 2},
-		{"multipath", func(o *plan.Options) { o.Level = "multipath" }, "level multipath is not supported", 2},
 		{"faulty", func(o *plan.Options) { o.Level = "faulty" }, "level faulty is not supported", 2},
 		{"container", func(o *plan.Options) { o.Level = "container" }, "1.x metadata does not support containers", 1},
 		{"metadata", func(o *plan.Options) { o.Metadata = "2.0" }, "unrecognised metadata identifier: 2.0", 2},
@@ -96,6 +95,14 @@ func TestPlanRefusalText(t *testing.T) {
 		{"too few devs", func(o *plan.Options) { o.RaidDevices = 4 }, "You haven't given enough devices (real or missing) to create this array", 1},
 		{"bitmap raid0", func(o *plan.Options) { o.Level = "0"; o.Bitmap = "none" }, "bitmaps not meaningful with level raid0", 1},
 		{"bitmap linear", func(o *plan.Options) { o.Level = "linear"; o.Bitmap = "internal" }, "bitmaps not meaningful with level linear", 1},
+		{"bitmap multipath", func(o *plan.Options) { o.Level = "mp"; o.Bitmap = "internal" }, "bitmaps not meaningful with level multipath", 1},
+		{"chunk multipath", func(o *plan.Options) { o.Level = "multipath"; o.ChunkKiB = 64 }, "specifying chunk size is forbidden for this level", 1},
+		{"spares multipath", func(o *plan.Options) {
+			o.Level = "multipath"
+			o.SpareDevices = 1
+			o.Devices = append(o.Devices, plan.Device{Path: "/dev/sdc", Sectors: o.Devices[0].Sectors})
+		}, "This level does not support spare devices", 1},
+		{"missing multipath", func(o *plan.Options) { o.Level = "multipath"; o.Devices[1] = plan.Device{Missing: true} }, "This level does not support missing devices", 1},
 		{"raid10 n3 on 2", func(o *plan.Options) { o.Level = "10"; o.Layout = "n3" }, "that layout requires at least 3 devices", 1},
 		{"raid10 n1", func(o *plan.Options) { o.Level = "10"; o.Layout = "n1" }, "raid10 layout n1 has no redundancy", 1},
 		{"size below chunk", func(o *plan.Options) { o.Level = "0"; o.SizeKiB = 100 }, "Size cannot be smaller than chunk.", 1},

@@ -140,10 +140,17 @@ func mdadmBmfDisks(t *testing.T, root string, tests []mdadmTest) []mdvm.Disk {
 // mdadmBmfModules adds ext4 (which mounts the ext2 filesystem) to the
 // guest's modules when a test has a bitmap file; nil keeps the default.
 func mdadmBmfModules(tests []mdadmTest) []string {
-	if !mdadmBmfTests(tests) {
+	var mods []string
+	if mdadmBmfTests(tests) {
+		mods = append(mods, "ext4")
+	}
+	if mdadmMultipath(tests) {
+		mods = append(mods, "multipath")
+	}
+	if mods == nil {
 		return nil
 	}
-	return append(strings.Fields(os.Getenv("MDVM_EXTRA_MODULES")), "ext4")
+	return append(strings.Fields(os.Getenv("MDVM_EXTRA_MODULES")), mods...)
 }
 
 // bmfSave copies the bitmap file mdtool left in the guest (inVM) to its
@@ -177,7 +184,7 @@ func mdadmBmfUnguest(log, side, name string) string {
 // writes through the array's NBD socket with nbdcopy.
 func mdadmBmfBins(tests []mdadmTest) []string {
 	for _, c := range tests {
-		if c.bitmap != "" && c.inVM {
+		if c.bitmap != "" && c.inVM || c.multipath {
 			return []string{"/usr/bin/nbdcopy"}
 		}
 	}

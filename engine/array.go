@@ -166,6 +166,7 @@ type Array struct {
 	// journalFeature: the superblocks have MD_FEATURE_JOURNAL
 	journalFeature bool
 	all            []*member // every device given to Open that took part
+	assembled      int       // how many of all Open made (the rest were added since)
 	devs           []Device
 	size           int64 // bytes
 	block          int64 // logical block size of the array, bytes
@@ -236,6 +237,7 @@ func openAssembled(devs []Device, as *assembly, opts Options) (*Array, error) {
 	a.sc.init()
 	a.level = layout.Level(ref.Level)
 	a.addMembers(as)
+	a.assembled = len(a.all)
 	a.adoptFinishedReshape(ref)
 	restore, err := a.readReshapeBackup(ref)
 	if err != nil {
@@ -271,6 +273,8 @@ func openAssembled(devs []Device, as *assembly, opts Options) (*Array, error) {
 		a.pers = a.newReshapePers()
 	case a.striped != nil:
 		a.pers = &stripedPers{a: a, g: a.striped, r6: a.level == layout.RAID6}
+	case a.multipath():
+		a.pers = &multipathPers{a: a}
 	default:
 		a.pers = &mappedPers{a: a}
 	}
@@ -567,7 +571,7 @@ func (a *Array) degraded() int {
 // maxDegraded is how many roles the level can lose.
 func (a *Array) maxDegraded() int {
 	switch a.level {
-	case layout.RAID1:
+	case layout.RAID1, layout.Multipath:
 		return a.n - 1
 	case layout.RAID4, layout.RAID5:
 		return 1
@@ -1156,6 +1160,9 @@ func (a *Array) markFaulty(m *member, cause error) bool {
 	st := m.State()
 	if st == Faulty {
 		return true
+	}
+	if a.multipath() {
+		return a.mpError(m)
 	}
 	if !a.redundant() {
 		if !a.failed.Load() {

@@ -20,6 +20,11 @@ type loadedSuper struct {
 	// v090 is the 0.90 superblock read (minor 90); sb is then its v1
 	// view and syncSuper writes 0.90 (meta090.go).
 	v090 *superblock.SuperblockV090
+	// keepDev: a multipath member, whose sb.DevNumber is md's desc_nr
+	// (its place in md's list) while its superblock keeps devNumber, the
+	// dev_number it was loaded with (assembleMultipath).
+	keepDev   bool
+	devNumber uint32
 }
 
 // ErrNoSuperblock: a device has no v1.x md superblock.
@@ -184,6 +189,10 @@ func assemble(devs []Device, minor int) (*assembly, error) {
 		if ref.FeatureMap&superblock.FeatureReshapeActive != 0 {
 			return nil, fmt.Errorf("%w: a reshape with a write journal", ErrUnsupported)
 		}
+	}
+	if layout.Level(ref.Level) == layout.Multipath {
+		assembleMultipath(as)
+		return as, nil
 	}
 	// During a reshape that removes devices, the roles above the new
 	// raid_disks still hold data (StateSlots).

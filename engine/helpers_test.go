@@ -73,8 +73,8 @@ func createChunk(t testing.TB, s spec, bmChunk uint64) []*MemDevice {
 		devs = append(devs, plan.Device{Path: fmt.Sprintf("/dev/test%d", i), Sectors: uint64(s.devSize(i)) >> 9, Journal: i == s.n})
 	}
 	bm := "none"
-	if s.level == "raid0" || s.level == "linear" {
-		bm = ""
+	if s.level == "raid0" || s.level == "linear" || s.level == "multipath" {
+		bm = "" // mdadm: "bitmaps not meaningful with level ..."
 	}
 	if s.bitmap {
 		bm = "internal"

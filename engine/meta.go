@@ -220,9 +220,13 @@ func (a *Array) updateSuperLocked(force bool) error {
 		var wg sync.WaitGroup
 		var failedMu sync.Mutex
 		var failed []*member
+		head := a.mpListHead()
 		for _, m := range a.all {
 			if !m.writable() && m.State() != Spare && m.State() != Journal {
 				continue // faulty members get no superblock writes
+			}
+			if a.multipath() && m != head {
+				continue // md_update_sb: "only need to write one superblock"
 			}
 			// md gives the journal raid_disk 0: never skipped as a spare
 			if m.role < 0 && m.State() != Journal && (m.sbEvents == a.meta.events || (nospares && m.sbEvents+1 == a.meta.events)) {
@@ -370,6 +374,12 @@ func (a *Array) syncSuper(m *member, utime superblock.Time) []byte {
 	}
 	if m.ls.v090 != nil {
 		return a.sync090(m)
+	}
+	if a.multipath() {
+		// super_1_sync leaves dev_number as loaded
+		desc := sb.DevNumber
+		sb.DevNumber = mpDevNumber(m)
+		defer func() { sb.DevNumber = desc }()
 	}
 	enc := sb.MarshalWithChecksum()
 	size := (int64(len(enc)) + m.lbs - 1) / m.lbs * m.lbs

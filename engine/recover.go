@@ -325,6 +325,9 @@ func (a *Array) FailDevice(index int) error {
 		return nil
 	}
 	if !a.markFaulty(m, errors.New("marked faulty")) {
+		if a.multipath() {
+			return nil // multipath_error leaves the last path active; md's state store says nothing
+		}
 		return ErrBusy
 	}
 	a.recordFailures()

@@ -144,10 +144,21 @@ func (a *Array) devNumbers() func(*member) uint32 {
 	return func(o *member) uint32 { return uint32(desc[o]) }
 }
 
-// DescNumbers090 gives, for a 0.90 array, each device index's number in
-// the disk table as md has it now (desc_nr, which super_90_sync sets:
-// mdadm's "Number"); nil for 1.x arrays.
-func (a *Array) DescNumbers090() map[int]int {
+// DescNumbers gives each device index's number in md's disk table
+// (desc_nr: mdadm's "Number") where it is not the superblock's
+// dev_number: on a 0.90 array (super_90_sync sets it) and on a
+// multipath array (md's list order, assembleMultipath); nil for the
+// other 1.x arrays.
+func (a *Array) DescNumbers() map[int]int {
+	if a.multipath() {
+		a.cfgMu.RLock()
+		defer a.cfgMu.RUnlock()
+		out := map[int]int{}
+		for _, m := range a.all {
+			out[m.index] = int(m.ls.sb.DevNumber)
+		}
+		return out
+	}
 	if !a.is090() {
 		return nil
 	}

@@ -257,6 +257,10 @@ func (a *Array) resume() {
 // (remove_and_add_spares) and a recovery or a pending resync starts in
 // the background.
 func (a *Array) checkRecovery() {
+	if a.multipath() {
+		a.mpCheckRecovery()
+		return
+	}
 	if a.opts.ReadOnly || !a.redundant() || a.closed.Load() || a.failed.Load() {
 		return
 	}

@@ -33,6 +33,9 @@ const (
 	RAID5  Level = superblock.LevelRAID5
 	RAID6  Level = superblock.LevelRAID6
 	RAID10 Level = superblock.LevelRAID10
+	// Multipath is md's multipath personality: every member is a path to
+	// the same disk, mapped as raid1 maps its mirrors.
+	Multipath Level = superblock.LevelMultipath
 )
 
 func (l Level) String() string {
@@ -41,6 +44,8 @@ func (l Level) String() string {
 		return "linear"
 	case RAID0, RAID1, RAID4, RAID5, RAID6, RAID10:
 		return fmt.Sprintf("raid%d", int(l))
+	case Multipath:
+		return "multipath"
 	}
 	return fmt.Sprintf("level(%d)", int(l))
 }
@@ -156,7 +161,7 @@ func New(p Params) (Geometry, error) {
 		return NewLinear(p)
 	case RAID0:
 		return NewRAID0(p)
-	case RAID1:
+	case RAID1, Multipath:
 		return NewRAID1(p)
 	case RAID10:
 		return NewRAID10(p)

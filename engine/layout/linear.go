@@ -63,21 +63,27 @@ func (g *LinearGeometry) Unmap(role int, sector uint64) (uint64, bool) {
 	return g.ends[role] - g.sizes[role] + sector, true
 }
 
-// RAID1Geometry mirrors every array sector on every member (raid1.c).
+// RAID1Geometry mirrors every array sector on every member (raid1.c);
+// multipath's paths map the same way (md-multipath.c).
 type RAID1Geometry struct {
-	n    int
-	size uint64
+	n     int
+	size  uint64
+	level Level
 }
 
 // NewRAID1 builds a raid1 geometry: array size = ComponentSectors.
 func NewRAID1(p Params) (*RAID1Geometry, error) {
 	if p.RaidDisks < 1 {
-		return nil, invalid("raid1 needs at least one device, got %d", p.RaidDisks)
+		return nil, invalid("%v needs at least one device, got %d", p.Level, p.RaidDisks)
 	}
-	return &RAID1Geometry{n: p.RaidDisks, size: p.ComponentSectors}, nil
+	level := RAID1
+	if p.Level == Multipath {
+		level = Multipath
+	}
+	return &RAID1Geometry{n: p.RaidDisks, size: p.ComponentSectors, level: level}, nil
 }
 
-func (g *RAID1Geometry) Level() Level               { return RAID1 }
+func (g *RAID1Geometry) Level() Level               { return g.level }
 func (g *RAID1Geometry) RaidDisks() int             { return g.n }
 func (g *RAID1Geometry) ChunkSectors() uint64       { return 0 }
 func (g *RAID1Geometry) ArraySectors() uint64       { return g.size }

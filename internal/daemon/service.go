@@ -442,7 +442,7 @@ func (s *Service) Status() (*Status, error) {
 	}
 	members := a.Members()
 	st.JournalMode = journalModeOf(a)
-	desc090 := a.DescNumbers090() // 0.90: md's desc_nr, renumbered by super_90_sync
+	desc := a.DescNumbers() // md's desc_nr where it is not dev_number (0.90, multipath)
 	s.memMu.RLock()
 	defer s.memMu.RUnlock()
 	var ref *MemberSpec
@@ -456,7 +456,7 @@ func (s *Service) Status() (*Status, error) {
 		if mi.Device >= 0 && mi.Device < len(s.cfg.Members) && s.cfg.Members[mi.Device].Path != "" {
 			spec := &s.cfg.Members[mi.Device]
 			ms.Path, ms.Block, ms.Major, ms.Minor, ms.DevNumber = spec.Path, spec.Block, spec.Major, spec.Minor, spec.DevNumber
-			if n, ok := desc090[mi.Device]; ok {
+			if n, ok := desc[mi.Device]; ok {
 				ms.DevNumber = n
 			}
 			ms.FailFast = spec.FailFast

@@ -16,7 +16,7 @@ const (
 	MetadataUnknown     // Arg
 	NoLevel             // --level not given
 	InvalidLevel        // Arg
-	LevelUnsupported    // Arg: multipath, faulty
+	LevelUnsupported    // Arg: faulty
 	NoContainers        // level container
 	LayoutNotUnderstood // Arg, Level (raid0, raid5, raid6)
 	LayoutRAID10Invalid // Arg

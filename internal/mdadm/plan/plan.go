@@ -331,7 +331,7 @@ func (p *planner) parseArguments() error {
 		return err
 	}
 	switch level {
-	case LevelMultipath, LevelFaulty:
+	case LevelFaulty:
 		return refuseArg(LevelUnsupported, o.Level)
 	case LevelContainer:
 		return refuse(NoContainers)
@@ -476,7 +476,7 @@ func (p *planner) chooseChunk() error {
 			// mdadm passes it on; the md driver refuses to run the array.
 			return &Refusal{Kind: ChunkNotPowerOf2, Have: chunk, Level: p.r.LevelName}
 		}
-	case LevelRAID1:
+	case LevelRAID1, LevelMultipath:
 		if chunk != 0 {
 			return refuse(ChunkForbidden)
 		}
@@ -605,7 +605,7 @@ func (p *planner) freeSpace(d Device, dataOffset uint64) (uint64, *Refusal) {
 // --size is not given), whether to add a bitmap, and the warnings.
 func (p *planner) chooseSize() error {
 	o, r := &p.o, p.r
-	if p.size == 0 && p.level > 0 {
+	if p.size == 0 && (p.level > 0 || p.level == LevelMultipath) {
 		p.size = p.minsize
 		if p.level == LevelRAID1 {
 			p.size &^= 64 - 1
@@ -1162,7 +1162,7 @@ func arraySizeKiB(r *Result) uint64 {
 			sum += s
 		}
 		return sum / 2
-	case LevelRAID1:
+	case LevelRAID1, LevelMultipath:
 		return comp / 2
 	case LevelRAID4, LevelRAID5:
 		return comp / 2 * uint64(r.RaidDisks-1)

@@ -507,7 +507,6 @@ func TestPlanErrors(t *testing.T) {
 	}{
 		{"no level", func(o *Options) { o.Level = "" }, "a RAID level is needed to create an array.", 1},
 		{"bad level", func(o *Options) { o.Level = "raid7" }, "invalid raid level: raid7", 2},
-		{"multipath", func(o *Options) { o.Level = "multipath" }, "level multipath is not supported", 2},
 		{"faulty", func(o *Options) { o.Level = "faulty" }, "level faulty is not supported", 2},
 		{"container", func(o *Options) { o.Level = "container" }, "1.x metadata does not support containers", 1},
 		{"metadata", func(o *Options) { o.Metadata = "2.0" }, "unrecognised metadata identifier: 2.0", 2},
@@ -545,6 +544,10 @@ func TestPlanErrors(t *testing.T) {
 		{"too few devs", func(o *Options) { o.RaidDevices = 4 }, "You haven't given enough devices (real or missing) to create this array", 1},
 		{"bitmap raid0", func(o *Options) { o.Level = "0"; o.Bitmap = "none" }, "bitmaps not meaningful with level raid0", 1},
 		{"bitmap linear", func(o *Options) { o.Level = "linear"; o.Bitmap = "internal" }, "bitmaps not meaningful with level linear", 1},
+		{"bitmap multipath", func(o *Options) { o.Level = "mp"; o.Bitmap = "internal" }, "bitmaps not meaningful with level multipath", 1},
+		{"chunk multipath", func(o *Options) { o.Level = "multipath"; o.ChunkKiB = 64 }, "specifying chunk size is forbidden for this level", 1},
+		{"spares multipath", func(o *Options) { o.Level = "multipath"; o.SpareDevices = 1; o.Devices = devs(64*mib, 64*mib, 64*mib) }, "This level does not support spare devices", 1},
+		{"missing multipath", func(o *Options) { o.Level = "multipath"; o.Devices = devs(64*mib, 0) }, "This level does not support missing devices", 1},
 		{"raid10 n3 on 2", func(o *Options) { o.Level = "10"; o.Layout = "n3" }, "that layout requires at least 3 devices", 1},
 		{"raid10 n1", func(o *Options) { o.Level = "10"; o.Layout = "n1" }, "raid10 layout n1 has no redundancy", 1},
 		{"size below chunk", func(o *Options) { o.Level = "0"; o.SizeKiB = 100 }, "Size cannot be smaller than chunk.", 1},
@@ -813,6 +816,9 @@ func TestStripedSizes(t *testing.T) {
 		{"raid0 1.0", "0", "", 0, []uint64{100 * mib, 100 * mib}, "1.0", 0, 203776, 0, 0, -8},
 		{"linear", "linear", "", 0, []uint64{100 * mib, 50 * mib}, "", 0, (202752 + 100352) / 2, 0, 0, 8},
 		{"linear rounding", "linear", "", 64, []uint64{100*mib + 100, 50 * mib}, "", 0, (202752 + 100352) / 2, 0, 0, 8},
+		// mdadm's tests' 20000K members (00multipath): the kernel's
+		// Array Size 18976, Avail Dev Size 37952, bad-block log at 16
+		{"multipath", "multipath", "", 0, []uint64{40000, 40000}, "", 37952, 18976, 0, 0, 16},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
