@@ -146,3 +146,29 @@ func TestReAddEvents(t *testing.T) {
 		})
 	}
 }
+
+// TestAddFormerMember: --add (not --re-add) of a device that was a
+// member writes what mdadm 4.2 writes for a new device: it zeroes the
+// old superblock before write_init_super1 (its Kill loop), so the device
+// gets a new device_uuid and the dev_number chosen from raid_disks on
+// (Linux 6.1 + mdadm 4.2: a raid1 member failed, removed and added again
+// shows Number 2 and a new Device UUID).
+func TestAddFormerMember(t *testing.T) {
+	mems := create(t, spec{level: "raid1", n: 2})
+	a := open(t, mems, recoverOptions())
+	defer a.Close()
+	old := mpSuper(t, mems[1])
+	if err := a.FailDevice(1); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.RemoveDevice(1); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.AddDevice(mems[1].Reopen(), AddOptions{Replacement: -1}); err != nil {
+		t.Fatal(err)
+	}
+	sb := mpSuper(t, mems[1])
+	if sb.DevNumber != 2 || sb.DeviceUUID == old.DeviceUUID {
+		t.Errorf("added former member: dev_number %d, device_uuid kept %v; want 2 and a new one", sb.DevNumber, sb.DeviceUUID == old.DeviceUUID)
+	}
+}
