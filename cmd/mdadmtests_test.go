@@ -416,24 +416,32 @@ func mdadmTestVMScript(tests []mdadmTest) string {
 			k, v, _ := strings.Cut(env[i], "=")
 			env[i] = k + "='" + v + "'"
 		}
+		// the entry's guest time (mdadmGuestSeconds), by the guest's clock
+		s.WriteString("t0=$(cut -d. -f1 /proc/uptime)\n")
+		took := fmt.Sprintf("echo $(($(cut -d. -f1 /proc/uptime) - t0)) > %s/seconds\n", dir)
 		attach(c)
-		fmt.Fprintf(&s, "(export BIN=$(command -v mdadm) LOG=%s/log targetdir=%s %s; . /share/prelude.sh; . /share/tests/%s.sh; finish)\n",
-			dir, dir, strings.Join(env, " "), c.scriptName())
+		// The log and each step's output on the guest's tmpfs (scratch in
+		// prelude.sh), the log copied to the share at the end: 9p under
+		// TCG costs a step several times what the step costs.
+		fmt.Fprintf(&s, "rm -rf /tmp/scratch; (export BIN=$(command -v mdadm) LOG=/tmp/scratch/log scratch=/tmp/scratch targetdir=%s %s; . /share/prelude.sh; . /share/tests/%s.sh; finish); cp /tmp/scratch/log %s/log\n",
+			dir, strings.Join(env, " "), c.scriptName(), dir)
 		s.WriteString("mdadm -Ss >/dev/null 2>&1\n")
 		detach(c.devs)
 		if !c.inVM {
+			s.WriteString(took)
 			continue
 		}
 		mt := "/share/mt/" + c.name
 		attach(c)
 		env = append(env, mdadmBmfQuote(c.bmfEnv(mdadmBmfGuestDir("mt", c.name)))...) // the later bmf= wins
-		fmt.Fprintf(&s, "(export BIN=/usr/bin/mdtool MDTOOL_RUN_DIR=/tmp/mdtool-%s MDTOOL_CONFIG=/dev/null MDTOOL_DEVICE=none LOG=%s/log targetdir=%s %s; . /share/prelude.sh; . /share/tests/%s.sh; finish; quiet -Ss)\n",
-			c.name, mt, mt, strings.Join(env, " "), c.scriptName())
+		fmt.Fprintf(&s, "rm -rf /tmp/scratch; (export BIN=/usr/bin/mdtool MDTOOL_RUN_DIR=/tmp/mdtool-%s MDTOOL_CONFIG=/dev/null MDTOOL_DEVICE=none LOG=/tmp/scratch/log scratch=/tmp/scratch targetdir=%s %s; . /share/prelude.sh; . /share/tests/%s.sh; finish; quiet -Ss); cp /tmp/scratch/log %s/log\n",
+			c.name, mt, strings.Join(env, " "), c.scriptName(), mt)
 		s.WriteString(c.bmfSave(mt))
 		detach(c.devs)
 		for _, i := range c.final {
 			fmt.Fprintf(&s, "cp /tmp/img/d%d %s/d%d.img\n", i, mt, i)
 		}
+		s.WriteString(took)
 	}
 	s.WriteString(hostDoneWait) // execBeside: mdtool's images on the host are complete
 	for _, c := range tests {
@@ -563,6 +571,7 @@ func runMdadmSuite(t *testing.T, bin, root string, tests []mdadmTest) {
 	} else {
 		out := execBeside(t, share, mdvm.Run{Share: share, Script: mdadmTestVMScript(tests), Bins: append([]string{bin}, mdadmBmfBins(tests)...), Mem: 2048, Timeout: 2700 * time.Second,
 			Disks: mdadmBmfDisks(t, root, tests), Modules: mdadmBmfModules(tests)}, host)
+		t.Logf("guest seconds of each entry (mdadmGuestCost): %s", mdadmGuestSeconds(share, tests))
 		// after the entries' reports, and only on a failure: the guest's
 		// output is long, and CI shows the head of a failure's report
 		defer func() {
@@ -741,6 +750,30 @@ var mdadmGuestCost = map[string]int{
 	"mt-build-extra":                 80,
 	"r10takeover":                    21,
 	"r5growbackup":                   114,
+}
+
+// mdadmGuestSeconds lists what each entry cost the guest (its mdadm run,
+// and mdtool's for inVM entries), costliest first, as "name=seconds".
+func mdadmGuestSeconds(share string, tests []mdadmTest) string {
+	type cost struct {
+		name string
+		sec  int
+	}
+	var cs []cost
+	for _, c := range tests {
+		b, err := os.ReadFile(filepath.Join(share, "vm", c.name, "seconds"))
+		n := -1
+		if err == nil {
+			fmt.Sscan(string(b), &n)
+		}
+		cs = append(cs, cost{c.name, n})
+	}
+	sort.SliceStable(cs, func(i, j int) bool { return cs[i].sec > cs[j].sec })
+	var out []string
+	for _, c := range cs {
+		out = append(out, fmt.Sprintf("%s=%d", c.name, c.sec))
+	}
+	return strings.Join(out, " ")
 }
 
 // splitByCost puts the entries into two parts of about equal guest time

@@ -7,6 +7,9 @@
 #   dev0..     the members (loop devices in the VM, image files on the host)
 #   devlist    all members; md0 md1 md2 as in mdadm's tests
 #   bmf        the external bitmap file of a test that has one (else empty)
+#   scratch    where a step's output is captured and the fill is kept
+#              ($targetdir unless set: the guest's tmpfs, as its share
+#              is 9p, slow under TCG)
 # A step is logged as "### mdadm ARGS", its stdout, "--- stderr", its
 # stderr and "--- rc=N"; its stdout is also printed, so that
 # uuid=$(mdadm -Db $md0 | sed ...) works as in mdadm's tests.
@@ -14,20 +17,22 @@
 # Its stderr goes through a pipe, read to its end: a step's log then holds
 # what a child it forked (mdadm's reshape monitor) prints before it exits,
 # whenever that is, instead of racing the next step for the file.
+scratch=${scratch:-$targetdir}
+mkdir -p "$scratch"
 mdadm() {
 	{
-		"$BIN" "$@" 2>&1 >"$targetdir/.out"
-		echo $? >"$targetdir/.rc"
-	} | cat >"$targetdir/.err"
-	rc=$(cat "$targetdir/.rc")
+		"$BIN" "$@" 2>&1 >"$scratch/.out"
+		echo $? >"$scratch/.rc"
+	} | cat >"$scratch/.err"
+	rc=$(cat "$scratch/.rc")
 	{
 		echo "### mdadm $*"
-		cat "$targetdir/.out"
+		cat "$scratch/.out"
 		echo "--- stderr"
-		cat "$targetdir/.err"
+		cat "$scratch/.err"
 		echo "--- rc=$rc"
 	} >>"$LOG"
-	cat "$targetdir/.out"
+	cat "$scratch/.out"
 	return $rc
 }
 
@@ -60,12 +65,12 @@ finish() {
 # through its NBD socket. The bitmap-file tests write to a degraded array,
 # whose bits then stay set until a recovery: a count that is no timing.
 writedata() {
-	seq 1 200000 | head -c 1048576 >"$targetdir/pattern"
+	seq 1 200000 | head -c 1048576 >"$scratch/pattern"
 	case "$BIN" in
-	*mdtool*) nbdcopy "$targetdir/pattern" "$(nbduri "$1")" ;;
-	*) dd if="$targetdir/pattern" of="$1" bs=65536 conv=fsync 2>/dev/null ;;
+	*mdtool*) nbdcopy "$scratch/pattern" "$(nbduri "$1")" ;;
+	*) dd if="$scratch/pattern" of="$1" bs=65536 conv=fsync 2>/dev/null ;;
 	esac
-	rm -f "$targetdir/pattern"
+	rm -f "$scratch/pattern"
 }
 
 # waitclean waits (at most 30 s, not compared) for md's safe mode to mark
@@ -80,16 +85,22 @@ waitclean() {
 	done
 }
 # fill writes seq's output over the whole array $1 (01*integ) and keeps it
-# as $targetdir/fill; readback logs whether the whole array reads back as
-# that ("as written") as a step of its own, $2 naming the moment.
+# as $scratch/fill, its md5 in $scratch/fill.md5 (made once for a size:
+# seq is slow under TCG, and 01raid6integ fills 13 arrays of one size);
+# readback logs whether the whole array reads back as that ("as
+# written") as a step of its own, $2 naming the moment.
 arraykib() {
 	"$BIN" --detail "$1" | sed -n 's/^ *Array Size : \([0-9]*\) .*/\1/p'
 }
 fill() {
-	seq 1 100000000 | head -c $(($(arraykib "$1") * 1024)) >"$targetdir/fill"
+	n=$(($(arraykib "$1") * 1024))
+	if [ ! -f "$scratch/fill" ] || [ "$(wc -c <"$scratch/fill")" -ne "$n" ]; then
+		seq 1 100000000 | head -c "$n" >"$scratch/fill"
+		md5sum <"$scratch/fill" | cut -d' ' -f1 >"$scratch/fill.md5"
+	fi
 	case "$BIN" in
-	*mdtool*) nbdcopy "$targetdir/fill" "$(nbduri "$1")" ;;
-	*) dd if="$targetdir/fill" of="$1" bs=1M conv=fsync 2>/dev/null ;;
+	*mdtool*) nbdcopy "$scratch/fill" "$(nbduri "$1")" ;;
+	*) dd if="$scratch/fill" of="$1" bs=1M conv=fsync 2>/dev/null ;;
 	esac
 }
 readback() {
@@ -100,7 +111,7 @@ readback() {
 		h=$(md5sum <"$1" | cut -d' ' -f1)
 		;;
 	esac
-	[ "$h" = "$(md5sum <"$targetdir/fill" | cut -d' ' -f1)" ] && r="as written" || r="differs: $h"
+	[ "$h" = "$(cat "$scratch/fill.md5")" ] && r="as written" || r="differs: $h"
 	logstep "data $1 $2" "$r"
 }
 # rocheck logs whether the array $1 takes a write (mdadm's tests' "check
@@ -109,11 +120,11 @@ rocheck() {
 	case "$BIN" in
 	*mdtool*)
 		s="$(nbduri "$1")"
-		{ nbdcopy "$s" - 2>/dev/null | head -c 4096 >"$targetdir/blk"; } && [ -s "$targetdir/blk" ] && nbdcopy "$targetdir/blk" "$s" 2>/dev/null && r=written || r=refused
+		{ nbdcopy "$s" - 2>/dev/null | head -c 4096 >"$scratch/blk"; } && [ -s "$scratch/blk" ] && nbdcopy "$scratch/blk" "$s" 2>/dev/null && r=written || r=refused
 		;;
-	*) dd if="$1" of="$targetdir/blk" bs=4096 count=1 2>/dev/null && dd if="$targetdir/blk" of="$1" bs=4096 count=1 oflag=direct conv=notrunc 2>/dev/null && r=written || r=refused ;;
+	*) dd if="$1" of="$scratch/blk" bs=4096 count=1 2>/dev/null && dd if="$scratch/blk" of="$1" bs=4096 count=1 oflag=direct conv=notrunc 2>/dev/null && r=written || r=refused ;;
 	esac
-	rm -f "$targetdir/blk"
+	rm -f "$scratch/blk"
 	logstep "write $1" "$r"
 }
 # mdstate logs the State line of -D for the array $1.
