@@ -9,7 +9,10 @@
 # - test_detail_shows_journal and test_examine_shows_journal grep -D and
 #   -E: both are logged whole.
 # - waitclean after the write: -D's State and Events do not depend on
-#   how soon the array goes clean again.
+#   how soon the array goes clean again; so after the write of the
+#   incremental array with its journal (rocheck), else the events depend
+#   on whether -S or md's 200 ms safe mode marks it clean (mdtool once
+#   ended one event ahead on a loaded machine: 24 against 23).
 # - "check readonly" is rocheck (a 4 KiB write of what the array holds:
 #   refused or written), "check raid5" is -D, "check inactive" is the
 #   State line of -D (mdstate): the inactive array's -D lists its members
@@ -44,6 +47,7 @@ test_incremental() {
 	mdadm -I $dev4
 	mdadm -D $md0 >/dev/null
 	rocheck $md0
+	waitclean $md0
 	mdadm -S $md0
 
 	for d in $dev0 $dev1 $dev2 $dev3; do
