@@ -138,7 +138,8 @@ func mdadmBmfDisks(t *testing.T, root string, tests []mdadmTest) []mdvm.Disk {
 }
 
 // mdadmBmfModules adds ext4 (which mounts the ext2 filesystem) to the
-// guest's modules when a test has a bitmap file; nil keeps the default.
+// guest's modules when a test has a bitmap file, and multipath when a
+// test runs md's multipath personality; nil keeps the default.
 func mdadmBmfModules(tests []mdadmTest) []string {
 	var mods []string
 	if mdadmBmfTests(tests) {
@@ -180,8 +181,9 @@ func mdadmBmfUnguest(log, side, name string) string {
 	return strings.ReplaceAll(log, mdadmBmfGuestDir(side, name)+"/", "/share/"+side+"/"+name+"/")
 }
 
-// mdadmBmfBins: writedata (prelude.sh) of mdtool in the guest (inVM)
-// writes through the array's NBD socket with nbdcopy.
+// mdadmBmfBins: writedata and fill (prelude.sh) of mdtool in the guest
+// (inVM bitmap-file tests, 00multipath) write through the array's NBD
+// socket with nbdcopy.
 func mdadmBmfBins(tests []mdadmTest) []string {
 	for _, c := range tests {
 		if c.bitmap != "" && c.inVM || c.multipath {

@@ -102,7 +102,7 @@ var mdadmTests = []mdadmTest{
 	// INTEGRITY=yes tests on 4 MiB members: every member failed, read
 	// around and recovered, in every raid5 (raid6) layout
 	{name: "01r5integ", devs: 4, size: 4 << 20, final: []int{0, 1, 2, 3}},
-	// its 13 layouts in two entries, one for each guest
+	// its 13 layouts in two entries, which the two guests share
 	{name: "01raid6integ", devs: 5, size: 4 << 20, final: []int{0, 1, 2, 3, 4},
 		vars: []string{"layouts=ls rs la ra parity-first ddf-zero-restart ddf-N-restart"}},
 	{name: "01raid6integ-6", script: "01raid6integ", devs: 5, size: 4 << 20, final: []int{0, 1, 2, 3, 4},

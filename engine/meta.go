@@ -220,7 +220,10 @@ func (a *Array) updateSuperLocked(force bool) error {
 		var wg sync.WaitGroup
 		var failedMu sync.Mutex
 		var failed []*member
-		head := a.mpListHead()
+		var head *member
+		if a.multipath() {
+			head = a.mpListHead()
+		}
 		for _, m := range a.all {
 			if !m.writable() && m.State() != Spare && m.State() != Journal {
 				continue // faulty members get no superblock writes

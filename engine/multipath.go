@@ -98,42 +98,25 @@ func (a *Array) mpError(m *member) bool {
 // (remove_and_add_spares with multipath_add_disk; no sync_request, so
 // nothing runs after). Taking slots is one superblock update.
 func (a *Array) mpCheckRecovery() {
-	if a.opts.ReadOnly || a.closed.Load() {
+	if a.closed.Load() {
 		return
 	}
 	a.freeFaultySlots()
-	if holes, spares := a.sparePlan(); len(holes) == 0 || len(spares) == 0 {
-		return
-	}
-	a.suspend()
-	defer a.resume()
-	a.meta.mu.Lock()
-	defer a.meta.mu.Unlock()
-	a.cfgMu.Lock()
-	a.failMu.Lock()
-	holes, spares := a.sparePlanLocked()
-	n := 0
-	// the list's order: the spare added last first
-	for i := len(spares) - 1; i >= 0 && len(holes) > 0; i-- {
-		m, r := spares[i], holes[0]
-		holes = holes[1:]
-		if old := a.roles[r]; old != nil {
-			old.role = -1 // hot_remove_disk: the faulty path leaves its slot
+	a.placeSpares(func(holes []int, spares []*member) int {
+		n := 0
+		// the list's order: the spare added last first
+		for i := len(spares) - 1; i >= 0 && n < len(holes); i-- {
+			m, r := spares[i], holes[n]
+			if old := a.roles[r]; old != nil {
+				old.role = -1 // hot_remove_disk: the faulty path leaves its slot
+			}
+			m.role = r
+			m.state.Store(uint32(InSync))
+			a.roles[r] = m
+			n++
 		}
-		m.role = r
-		m.state.Store(uint32(InSync))
-		a.roles[r] = m
-		n++
-	}
-	a.failMu.Unlock()
-	a.cfgMu.Unlock()
-	if n == 0 {
-		return
-	}
-	a.meta.changeDevs = true
-	if err := a.updateSuperLocked(true); err != nil {
-		a.opts.Logf("md: superblock update: %v", err)
-	}
+		return n
+	})
 }
 
 // multipathPers serves I/O through the first in-sync path

@@ -394,11 +394,57 @@ func (a *Array) runAction(ctx context.Context, act string, chain bool) {
 // roles and spares take the roles without an in-sync member, as
 // recovering members from sector 0.
 func (a *Array) assignSpares() int {
+	return a.placeSpares(func(holes []int, spares []*member) int {
+		n := 0
+		take := func(r int, sp *member, guided bool) {
+			if old := a.roles[r]; old != nil {
+				old.role = -1 // hot_remove_disk: the faulty member leaves its slot
+			}
+			sp.role = r
+			if !guided {
+				sp.savedRole = -1
+			}
+			sp.replacement = false
+			sp.recovery.Store(0)
+			sp.recCP.Store(0)
+			sp.state.Store(uint32(Recovering))
+			a.roles[r] = sp
+			n++
+			a.opts.Logf("md: recovery of role %d onto device %d (bitmap-guided: %v)", r, sp.index, guided)
+		}
+		free := make(map[int]bool, len(holes))
+		for _, r := range holes {
+			free[r] = true
+		}
+		// A replacement whose member failed takes over the role and goes on
+		// recovering from where it is.
+		for _, m := range a.all {
+			if r := m.role; m.replacement && r >= 0 && free[r] && m.State() == Recovering && !m.removed.Load() && a.roles[r] != m {
+				if old := a.roles[r]; old != nil {
+					old.role = -1
+				}
+				m.replacement = false
+				a.roles[r] = m
+				delete(free, r)
+				n++
+				a.opts.Logf("md: replacement device %d takes over role %d", m.index, r)
+			}
+		}
+		takeSparesInKernelOrder(spares, holes, free, func(r int, sp *member, guided bool) { take(r, sp, guided) })
+		return n
+	})
+}
+
+// placeSpares runs place on the missing or faulty roles (holes) and the
+// spares when there are both and spares are not held, with the array
+// suspended and its configuration locked (the plan taken again under the
+// locks), and records what place put into roles (the count it returns)
+// in one superblock update (MD_SB_CHANGE_DEVS). It returns that count.
+func (a *Array) placeSpares(place func(holes []int, spares []*member) int) int {
 	if a.opts.ReadOnly || a.sparesHeld() {
 		return 0
 	}
-	holes, spares := a.sparePlan()
-	if len(holes) == 0 || len(spares) == 0 {
+	if holes, spares := a.sparePlan(); len(holes) == 0 || len(spares) == 0 {
 		return 0
 	}
 	a.suspend()
@@ -407,49 +453,11 @@ func (a *Array) assignSpares() int {
 	defer a.meta.mu.Unlock()
 	a.cfgMu.Lock()
 	a.failMu.Lock()
-	holes, spares = a.sparePlanLocked()
-	if a.sparesHeld() {
-		// A batch of adds began while this call waited for the array.
-		a.failMu.Unlock()
-		a.cfgMu.Unlock()
-		return 0
-	}
 	n := 0
-	take := func(r int, sp *member, guided bool) {
-		if old := a.roles[r]; old != nil {
-			old.role = -1 // hot_remove_disk: the faulty member leaves its slot
-		}
-		sp.role = r
-		if !guided {
-			sp.savedRole = -1
-		}
-		sp.replacement = false
-		sp.recovery.Store(0)
-		sp.recCP.Store(0)
-		sp.state.Store(uint32(Recovering))
-		a.roles[r] = sp
-		n++
-		a.opts.Logf("md: recovery of role %d onto device %d (bitmap-guided: %v)", r, sp.index, guided)
+	// A batch of adds may have begun while this call waited for the array.
+	if !a.sparesHeld() {
+		n = place(a.sparePlanLocked())
 	}
-	free := make(map[int]bool, len(holes))
-	for _, r := range holes {
-		free[r] = true
-	}
-	// A replacement whose member failed takes over the role and goes on
-	// recovering from where it is.
-	for _, m := range a.all {
-		if r := m.role; m.replacement && r >= 0 && free[r] && m.State() == Recovering && !m.removed.Load() && a.roles[r] != m {
-			if old := a.roles[r]; old != nil {
-				old.role = -1
-			}
-			m.replacement = false
-			a.roles[r] = m
-			delete(free, r)
-			n++
-			a.opts.Logf("md: replacement device %d takes over role %d", m.index, r)
-		}
-	}
-	takeSparesInKernelOrder(spares, holes, free, func(r int, sp *member, guided bool) { take(r, sp, guided) })
 	a.failMu.Unlock()
 	a.cfgMu.Unlock()
 	if n > 0 {
